@@ -1,0 +1,122 @@
+"""The lake: Delta tables written and committed with delta-rs, read by Spark through the snapshot's file list.
+
+delta-rs needs no JVM jars, so this works on any machine; when the Spark session has the Delta connector the
+same directories are also registered as Delta catalog tables (same protocol, same files).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from jobs.spark import has_delta_connector
+from schemas import TABLES, TableSpec
+
+
+class Lake:
+    """A directory of Delta tables, one per `schemas.TABLES` entry."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def create_all(self) -> None:
+        """Create every missing table with its contract schema (existing tables are left as they are)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for spec in TABLES.values():
+            if not DeltaTable.is_deltatable(str(self.path(spec.name))):
+                DeltaTable.create(self.path(spec.name), schema=spec.schema, mode="ignore",
+                                  partition_by=list(spec.partition_by) or None, name=spec.name,
+                                  description=spec.description)
+
+    def append(self, name: str, data: pa.Table) -> None:
+        """Append rows as one Delta commit."""
+        if data.num_rows:
+            write_deltalake(self.path(name), conform(TABLES[name], data), mode="append")
+
+    def merge(self, name: str, data: pa.Table) -> None:
+        """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
+        if not data.num_rows:
+            return
+        spec = TABLES[name]
+        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        (DeltaTable(self.path(name))
+         .merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
+         .when_matched_update_all()
+         .when_not_matched_insert_all()
+         .execute())
+
+    def read_arrow(self, name: str, filters: list[tuple[str, str, object]] | None = None) -> pa.Table:
+        """The table's current snapshot as Arrow, optionally filtered (pyarrow filter tuples)."""
+        dataset = DeltaTable(self.path(name)).to_pyarrow_dataset()
+        expression = None
+        for column, op, value in filters or []:
+            term = _term(column, op, value)
+            expression = term if expression is None else expression & term
+        return dataset.to_table(filter=expression).cast(TABLES[name].schema)
+
+    def read(self, spark: SparkSession, name: str) -> DataFrame:
+        """The table's current snapshot as a Spark DataFrame, read from the Delta log's file list."""
+        spec = TABLES[name]
+        schema = from_arrow_schema(spec.schema)
+        files = DeltaTable(self.path(name)).file_uris()
+        if not files:
+            return spark.createDataFrame([], schema)
+        reader = spark.read.schema(schema)
+        if spec.partition_by:
+            reader = reader.option("basePath", str(self.path(name)))
+        return reader.parquet(*files)
+
+    def register_views(self, spark: SparkSession) -> list[str]:
+        """Expose every table to Spark SQL: a catalog Delta table with the connector, a temp view otherwise."""
+        delta = has_delta_connector(spark)
+        for name in TABLES:
+            if delta:
+                spark.sql(f"CREATE TABLE IF NOT EXISTS `{name}` USING delta LOCATION '{self.path(name)}'")
+            else:
+                self.read(spark, name).createOrReplaceTempView(name)
+        return list(TABLES)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """An exclusive lock over the lake, held while generation ids are allocated and published."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def conform(spec: TableSpec, data: pa.Table) -> pa.Table:
+    """Select and cast the contract's columns in order; missing nullable columns become nulls."""
+    columns = []
+    for field in spec.schema:
+        if field.name in data.column_names:
+            columns.append(data.column(field.name).cast(field.type))
+        elif field.nullable:
+            columns.append(pa.nulls(data.num_rows, field.type))
+        else:
+            raise ValueError(f"{spec.name}: key column {field.name!r} is missing")
+    return pa.Table.from_arrays(columns, schema=spec.schema)
+
+
+def _term(column: str, op: str, value: object):
+    import pyarrow.compute as pc
+
+    field = pc.field(column)
+    if op == "in":
+        return field.isin(list(value))  # type: ignore[call-overload]
+    return {"=": field == value, "==": field == value, "!=": field != value, ">": field > value,
+            ">=": field >= value, "<": field < value, "<=": field <= value}[op]
