@@ -1,0 +1,43 @@
+"""Shared fixtures: one SparkSession per test session, a fresh lake per test, Airflow set up in the repo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+from jobs.airflow_env import configure  # noqa: E402
+
+configure()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.spark import get_spark
+
+    session = get_spark("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path):
+    from jobs.lake import Lake
+
+    store = Lake(tmp_path / "lake")
+    store.create_all()
+    return store
+
+
+@pytest.fixture
+def lake_env(lake, monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """A lake that REBALANCE_LAKE points at, for steps that read their configuration from the environment."""
+    monkeypatch.setenv("REBALANCE_LAKE", str(lake.root))
+    yield lake
