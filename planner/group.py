@@ -1,0 +1,230 @@
+"""A consumer group as the assignors see it: names mapped to dense integer ids, per-partition data in arrays.
+
+Parses the compact assignor form of ARCHITECTURE.md (and, via `from_snapshot`, one snapshot-file document)
+into a read-only `GroupSpec`. Ids are dense and ordered so every assignor is deterministic whatever the order
+of keys in the input: topics and members are sorted by Java's `String.compareTo` (UTF-16 code units, as Kafka
+sorts them), and a partition's id is `topic_start[topic] + partition`, so ids order partitions by
+(topic, partition) exactly as Kafka's `TopicPartition` lists are laid out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEFAULT_GENERATION = -1  # AbstractStickyAssignor.DEFAULT_GENERATION: a member that sent no generation
+
+
+def java_key(s: str) -> bytes:
+    """Sort key ordering strings as Java's String.compareTo does (UTF-16 code units), so ties match Kafka."""
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+@dataclass(frozen=True, eq=False)
+class GroupSpec:
+    """One group's assignor input with dense ids; read-only arrays indexed by topic, member or partition."""
+
+    topics: tuple[str, ...]
+    topic_start: np.ndarray  # int64[T + 1]: partition ids of topic t are topic_start[t] .. topic_start[t+1]-1
+    members: tuple[str, ...]
+    subscriptions: tuple[np.ndarray, ...]  # per member: sorted int32 ids of existing topics it subscribes to
+    group_instance_ids: tuple[str | None, ...]
+    racks: tuple[str | None, ...]
+    generations: np.ndarray  # int64[M], DEFAULT_GENERATION when the member sent none
+    claim_member: np.ndarray  # int32[C]: member of each ownership claim; claims sorted by (member, partition)
+    claim_partition: np.ndarray  # int64[C]: the partition id each claim names
+    partition_weights: np.ndarray | None  # float64[P] when given
+    member_weights: np.ndarray | None  # float64[M] when given
+
+    @property
+    def num_partitions(self) -> int:
+        """Partitions in the universe (all existing topics someone subscribes to or that are listed)."""
+        return int(self.topic_start[-1])
+
+    @property
+    def partition_counts(self) -> np.ndarray:
+        """Partitions per topic id."""
+        return np.diff(self.topic_start)
+
+    def topic_of(self, partition_ids: np.ndarray) -> np.ndarray:
+        """Topic id of each partition id (vectorized)."""
+        return np.searchsorted(self.topic_start, partition_ids, side="right") - 1
+
+    def subscribed_matrix(self) -> np.ndarray:
+        """bool[M, T]: member m subscribes to topic t."""
+        sub = np.zeros((len(self.members), len(self.topics)), dtype=bool)
+        for m, ts in enumerate(self.subscriptions):
+            sub[m, ts] = True
+        return sub
+
+    def partition_subscribers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per topic, the members subscribing to it: (offsets int64[T+1], member ids int32) in CSR layout."""
+        counts = np.zeros(len(self.topics) + 1, dtype=np.int64)
+        pairs_t = np.concatenate([ts for ts in self.subscriptions]) if self.members else np.empty(0, np.int32)
+        pairs_m = np.repeat(np.arange(len(self.members), dtype=np.int32),
+                            [len(ts) for ts in self.subscriptions])
+        order = np.lexsort((pairs_m, pairs_t))
+        np.add.at(counts, pairs_t.astype(np.int64) + 1, 1)
+        return np.cumsum(counts), pairs_m[order]
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    return value
+
+
+def _str_or_none(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{what} must be a string or null, got {value!r}")
+    return value
+
+
+def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
+    """Parse the compact assignor form into a GroupSpec; raises ValueError naming the bad field."""
+    if not isinstance(doc, Mapping):
+        raise ValueError("group must be a JSON object")
+    raw_topics = doc.get("topics")
+    raw_members = doc.get("members", {})
+    if not isinstance(raw_topics, Mapping):
+        raise ValueError("group.topics must be an object {topic: partition_count}")
+    if not isinstance(raw_members, Mapping):
+        raise ValueError("group.members must be an object {member_id: {...}}")
+
+    topics = tuple(sorted(raw_topics, key=java_key))
+    counts = [_int(raw_topics[t], f"topics[{t!r}]") for t in topics]
+    if any(n < 0 for n in counts):
+        raise ValueError("topics: partition counts must be >= 0")
+    topic_start = np.zeros(len(topics) + 1, dtype=np.int64)
+    np.cumsum(counts, out=topic_start[1:])
+    topic_id = {t: i for i, t in enumerate(topics)}
+
+    members = tuple(sorted(raw_members, key=java_key))
+    subscriptions, instance_ids, racks, generations, weights = [], [], [], [], []
+    claim_member: list[np.ndarray] = []
+    claim_partition: list[np.ndarray] = []
+    for m_id, m in enumerate(members):
+        spec = raw_members[m]
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"members[{m!r}] must be an object")
+        subscribed = spec.get("topics")
+        if not isinstance(subscribed, Sequence) or isinstance(subscribed, str):
+            raise ValueError(f"members[{m!r}].topics must be a list of topic names")
+        if not all(isinstance(t, str) for t in subscribed):
+            raise ValueError(f"members[{m!r}].topics must hold strings")
+        # Subscribed topics missing from metadata are skipped, as AbstractPartitionAssignor.assign does.
+        ids = sorted({topic_id[t] for t in subscribed if t in topic_id})
+        subscriptions.append(np.asarray(ids, dtype=np.int32))
+        instance_ids.append(_str_or_none(spec.get("group_instance_id"), f"members[{m!r}].group_instance_id"))
+        racks.append(_str_or_none(spec.get("rack"), f"members[{m!r}].rack"))
+        gen = spec.get("generation")
+        generations.append(DEFAULT_GENERATION if gen is None else _int(gen, f"members[{m!r}].generation"))
+        w = spec.get("weight")
+        weights.append(None if w is None else float(w))
+        parts = _owned(spec.get("owned") or [], f"members[{m!r}].owned", topic_id, topic_start)
+        claim_partition.append(parts)
+        claim_member.append(np.full(len(parts), m_id, dtype=np.int32))
+
+    return GroupSpec(
+        topics=topics,
+        topic_start=_frozen(topic_start),
+        members=members,
+        subscriptions=tuple(_frozen(s) for s in subscriptions),
+        group_instance_ids=tuple(instance_ids),
+        racks=tuple(racks),
+        generations=_frozen(np.asarray(generations, dtype=np.int64)),
+        claim_member=_frozen(np.concatenate([np.empty(0, np.int32), *claim_member])),
+        claim_partition=_frozen(np.concatenate([np.empty(0, np.int64), *claim_partition])),
+        partition_weights=_partition_weights(doc.get("partition_weights"), topics, topic_start),
+        member_weights=(None if all(w is None for w in weights)
+                        else _frozen(np.asarray([1.0 if w is None else w for w in weights]))),
+    )
+
+
+def _owned(owned: Any, what: str, topic_id: Mapping[str, int], topic_start: np.ndarray) -> np.ndarray:
+    """Sorted partition ids of the claims naming an existing partition (duplicates kept, as in Kafka)."""
+    if not isinstance(owned, Sequence) or isinstance(owned, str):
+        raise ValueError(f"{what} must be a list of [topic, partition] pairs")
+    ids = []
+    for pair in owned:
+        if not (isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2):
+            raise ValueError(f"{what} must hold [topic, partition] pairs, got {pair!r}")
+        t, p = pair[0], _int(pair[1], f"{what} partition")
+        # AbstractStickyAssignor: "filter out any topics that no longer exist"; unknown partitions likewise.
+        if t in topic_id and 0 <= p < topic_start[topic_id[t] + 1] - topic_start[topic_id[t]]:
+            ids.append(int(topic_start[topic_id[t]]) + p)
+    return np.sort(np.asarray(ids, dtype=np.int64))
+
+
+def _partition_weights(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray) -> np.ndarray | None:
+    """Per-partition weights (default 1.0 for partitions a topic's list does not cover)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValueError("partition_weights must be an object {topic: [w0, w1, ...]}")
+    weights = np.ones(int(topic_start[-1]), dtype=np.float64)
+    for t_id, t in enumerate(topics):
+        ws = raw.get(t)
+        if ws is None:
+            continue
+        n = int(topic_start[t_id + 1] - topic_start[t_id])
+        vals = np.asarray(ws, dtype=np.float64)[:n]
+        weights[topic_start[t_id]:topic_start[t_id] + len(vals)] = vals
+    return _frozen(weights)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def previous_owners(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Previous owner per partition (-1 if none) and the mask of partitions claimed twice, read as Kafka does.
+
+    Mirrors AbstractStickyAssignor.allSubscriptionsEqual: only members of the highest generation keep their
+    claims (KAFKA-12984: "If the current member's generation is higher, all the previously owned partitions
+    are invalid"); a partition claimed twice in that generation is invalidated
+    (partitionsWithMultiplePreviousOwners) and owned by nobody. Members without a generation count only when
+    nobody sent one.
+    """
+    owner = np.full(group.num_partitions, -1, dtype=np.int32)
+    if len(group.claim_member) == 0:
+        return owner, np.zeros(group.num_partitions, dtype=bool)
+    max_generation = int(group.generations.max()) if len(group.members) else DEFAULT_GENERATION
+    keep = group.generations[group.claim_member] == max_generation
+    parts, members = group.claim_partition[keep], group.claim_member[keep]
+    claims = np.bincount(parts, minlength=group.num_partitions)
+    owner[parts] = members
+    multiple = claims > 1
+    owner[multiple] = -1
+    return owner, multiple
+
+
+def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert one snapshot-file document (ARCHITECTURE.md) to the compact assignor form.
+
+    owned = the member's `owned` when non-empty, else its `assignment`; generation = the group's generation.
+    """
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("members"), Sequence):
+        raise ValueError("snapshot document must be an object with a members list")
+    generation = doc.get("generation")
+    members: dict[str, Any] = {}
+    for i, m in enumerate(doc["members"]):
+        if not isinstance(m, Mapping) or not isinstance(m.get("member_id"), str):
+            raise ValueError(f"snapshot members[{i}] must be an object with a string member_id")
+        members[m["member_id"]] = {
+            "topics": list(m.get("topics") or []),
+            "owned": [list(tp) for tp in (m.get("owned") or m.get("assignment") or [])],
+            "generation": generation,
+            "group_instance_id": m.get("group_instance_id"),
+            "rack": m.get("rack"),
+        }
+    return {"topics": dict(doc.get("topics") or {}), "members": members}
+
+
+def is_snapshot(doc: Mapping[str, Any]) -> bool:
+    """True when `doc` is a snapshot-file document (members as a list) rather than the compact form."""
+    return isinstance(doc, Mapping) and isinstance(doc.get("members"), list)
