@@ -29,6 +29,7 @@ class Assignor(Protocol):
 # Kafka's assignor names (ConsumerPartitionAssignor.name()) -> the class, loaded like any plug-in.
 BUILTIN: dict[str, str] = {
     "range": "planner.assignors.range:RangeAssignor",
+    "roundrobin": "planner.assignors.round_robin:RoundRobinAssignor",
 }
 
 
