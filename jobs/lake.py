@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -97,6 +98,11 @@ class Lake:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def rows_table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts) as an Arrow table of the named table's schema."""
+    return pa.Table.from_pylist(rows, schema=TABLES[name].schema)
 
 
 def conform(spec: TableSpec, data: pa.Table) -> pa.Table:

@@ -1,0 +1,179 @@
+"""Ingest: snapshot documents (files or a Kafka pull) -> validated rows in the lake, bad input to quarantine.
+
+One bad group never stops the others, and nothing is dropped: an invalid group is kept whole in `quarantine`
+with a reason naming the field, and an unreadable file is quarantined as it was read.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jobs.config import Config
+from jobs.lake import Lake, rows_table
+from jobs.validate import document_errors
+
+
+@dataclass(frozen=True)
+class RawDocument:
+    """One group's document as received, or an unreadable input (`doc` None, `error` set)."""
+
+    source: str
+    raw: str
+    doc: Any = None
+    error: str | None = None
+
+
+@dataclass
+class IngestResult:
+    snapshot_id: str
+    groups: list[str] = field(default_factory=list)
+    quarantined: list[tuple[str, str]] = field(default_factory=list)
+
+
+def snapshot_files(pattern: str) -> list[Path]:
+    """Files named by a path, a directory (its *.json and *.jsonl) or a glob, in sorted order."""
+    path = Path(pattern)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl", ".ndjson"))
+    return sorted(Path(p) for p in glob.glob(pattern))
+
+
+def read_documents(path: Path) -> Iterator[RawDocument]:
+    """One JSON object, a JSON array of them, or JSON lines; whatever cannot be parsed comes back as an error."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        yield RawDocument(str(path), data.decode("utf-8", "backslashreplace"),
+                          error=f"file is not UTF-8 text: byte {e.start}: {e.reason}")
+        return
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as whole_error:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if len(lines) < 2 or not all(line.lstrip().startswith("{") for _, line in lines):
+            yield RawDocument(str(path), text, error=f"invalid JSON: {whole_error}")
+            return
+        for n, line in lines:
+            try:
+                yield RawDocument(f"{path}:{n}", line, doc=json.loads(line))
+            except json.JSONDecodeError as e:
+                yield RawDocument(f"{path}:{n}", line, error=f"line {n}: invalid JSON: {e}")
+        return
+    if isinstance(parsed, list):
+        for i, doc in enumerate(parsed):
+            yield RawDocument(f"{path}[{i}]", json.dumps(doc), doc=doc)
+    else:
+        yield RawDocument(str(path), text, doc=parsed)
+
+
+def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: str, run_id: str,
+                     received_at: datetime, source: str = "file") -> IngestResult:
+    """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
+    result = IngestResult(snapshot_id)
+    members: list[dict[str, Any]] = []
+    partitions: dict[tuple[str, int], dict[str, Any]] = {}
+    offsets: list[dict[str, Any]] = []
+    quarantine: list[dict[str, Any]] = []
+    counts: dict[str, tuple[int, str]] = {}
+    for raw in documents:
+        errors = [raw.error] if raw.error else document_errors(raw.doc)
+        if not errors:
+            errors = _conflicts(raw.doc, counts) or _duplicate_group(raw.doc, result.groups)
+        if errors:
+            reason = "; ".join(errors)
+            ingest_id = hashlib.sha256(f"{run_id}\0{raw.source}".encode()).hexdigest()[:20]
+            quarantine.append({"ingest_id": ingest_id, "run_id": run_id, "source": raw.source,
+                               "raw_payload": raw.raw, "error": reason, "received_at": received_at})
+            result.quarantined.append((raw.source, reason))
+            continue
+        doc = raw.doc
+        for topic, n in doc["topics"].items():
+            counts[topic] = (n, doc["group_id"])
+        result.groups.append(doc["group_id"])
+        members += _member_rows(doc, snapshot_id, received_at, source)
+        offsets += _offset_rows(doc, snapshot_id)
+        for topic, n in doc["topics"].items():
+            for p in range(n):
+                partitions.setdefault((topic, p), {"snapshot_id": snapshot_id, "topic": topic, "partition": p,
+                                                   "partition_count": n, "end_offset": None})
+        for row in _offset_rows(doc, snapshot_id):
+            if row["end_offset"] is not None:
+                partitions[(row["topic"], row["partition"])]["end_offset"] = row["end_offset"]
+    lake.merge("snapshots", rows_table("snapshots", members))
+    lake.merge("topic_partitions", rows_table("topic_partitions", list(partitions.values())))
+    lake.merge("partition_offsets", rows_table("partition_offsets", offsets))
+    lake.merge("quarantine", rows_table("quarantine", quarantine))
+    return result
+
+
+def run(config: Config, run_id: str, *, received_at: datetime | None = None,
+        documents: Iterable[RawDocument] | None = None, source: str = "file") -> IngestResult:
+    """Ingest the configured snapshot files (or given documents) as snapshot `run_id` of the lake."""
+    lake = Lake(config.lake)
+    lake.create_all()
+    if documents is None:
+        files = snapshot_files(config.snapshots)
+        if not files:
+            raise FileNotFoundError(f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS)")
+        documents = (raw for path in files for raw in read_documents(path))
+    return ingest_documents(lake, documents, snapshot_id=run_id, run_id=run_id,
+                            received_at=received_at or datetime.now(UTC), source=source)
+
+
+def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) -> list[str]:
+    """A topic has one partition count per snapshot: a group that disagrees with an earlier one is rejected."""
+    return [f"topics.{t}: {n} partitions here, but {counts[t][0]} in group {counts[t][1]!r} of the same snapshot"
+            for t, n in doc["topics"].items() if t in counts and counts[t][0] != n]
+
+
+def _duplicate_group(doc: Mapping[str, Any], groups: list[str]) -> list[str]:
+    if doc["group_id"] in groups:
+        return [f"group_id: group {doc['group_id']!r} appears twice in this snapshot"]
+    return []
+
+
+def _parse_time(text: str | None, default: datetime) -> datetime:
+    if not text:
+        return default
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _tps(pairs: Iterable[list[Any]] | None) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in sorted(map(tuple, pairs or []))]
+
+
+def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime, source: str) -> list[dict]:
+    group = {
+        "snapshot_id": snapshot_id, "group_id": doc["group_id"],
+        "captured_at": _parse_time(doc.get("captured_at"), received_at),
+        "source": doc.get("source", source), "state": doc.get("state", "Stable"),
+        "protocol_type": doc.get("protocol_type", "consumer"), "protocol": doc.get("protocol"),
+        "kafka_generation": doc.get("generation"),
+    }
+    if not doc["members"]:
+        return [{**group, "member_id": "", "strategies": [], "topics": [], "owned": [], "assignment": []}]
+    return [{**group, "member_id": m["member_id"], "client_id": m.get("client_id"), "host": m.get("host"),
+             "group_instance_id": m.get("group_instance_id"), "rack": m.get("rack"),
+             "strategies": list(m.get("strategies") or []), "topics": sorted(set(m["topics"])),
+             "owned": _tps(m.get("owned")), "assignment": _tps(m.get("assignment"))}
+            for m in doc["members"]]
+
+
+def _offset_rows(doc: Mapping[str, Any], snapshot_id: str) -> list[dict[str, Any]]:
+    rows = []
+    for o in doc.get("offsets") or []:
+        committed, end = o.get("committed"), o.get("end")
+        lag = end - committed if committed is not None and committed >= 0 and end is not None else None
+        rows.append({"snapshot_id": snapshot_id, "group_id": doc["group_id"], "topic": o["topic"],
+                     "partition": o["partition"], "committed": committed, "end_offset": end, "lag": lag})
+    return rows
+
