@@ -1,0 +1,408 @@
+"""A live Kafka playground on 127.0.0.1: an embedded noida-db broker, skewed keyed traffic, real consumer groups.
+
+`running()` is what `make demo`, the Kafka tests and the pull benchmark use: it starts (or reuses) a broker,
+creates topics, produces keyed traffic where a few hot keys carry much of the load, runs real consumer groups
+(kafka-python members with range, roundrobin, sticky and cooperative-sticky, static members, one librdkafka
+member through confluent-kafka), lets each group consume and commit part of the data so lag is non-zero, waits
+until every group is stable, and on exit stops every member and the broker it started (by PID).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+TopicPartition = tuple[str, int]
+Strategy = Literal["range", "roundrobin", "sticky", "cooperative-sticky"]
+
+
+class DemoClusterError(RuntimeError):
+    """The playground could not be started or did not settle in time."""
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A running noida-db Kafka-protocol broker: its loopback address, process id and data directory."""
+
+    bootstrap: str
+    pid: int
+    data_dir: str
+
+
+@dataclass(frozen=True)
+class DemoGroup:
+    """A consumer group to run: its members, their client and assignor, and how far it consumes before committing."""
+
+    group_id: str
+    topics: tuple[str, ...]
+    members: int = 2
+    strategy: Strategy = "range"
+    client: Literal["kafka-python", "librdkafka"] = "kafka-python"
+    static: bool = False
+    commit_fraction: float = 0.5
+
+
+DEFAULT_TOPICS: dict[str, int] = {"orders": 12, "refunds": 4, "clicks": 6}
+DEFAULT_GROUPS: tuple[DemoGroup, ...] = (
+    DemoGroup("billing-range", ("orders", "refunds"), 3, "range", commit_fraction=0.5),
+    DemoGroup("audit-roundrobin", ("orders", "refunds"), 3, "roundrobin", commit_fraction=0.6),
+    DemoGroup("search-sticky", ("orders", "clicks"), 2, "sticky", commit_fraction=0.7),
+    DemoGroup("payments-coop", ("orders", "refunds"), 2, "cooperative-sticky", commit_fraction=0.4),
+    DemoGroup("ledger-static", ("orders",), 2, "range", static=True, commit_fraction=0.8),
+    DemoGroup("clicks-rdkafka", ("clicks",), 1, "range", client="librdkafka", commit_fraction=0.3),
+)
+
+
+@dataclass
+class Produced:
+    """What the producer wrote, record by record, as the broker acknowledged it."""
+
+    topics: dict[str, int]
+    keys: list[bytes] = field(default_factory=list)
+    topic: list[str] = field(default_factory=list)
+    partition: list[int] = field(default_factory=list)
+    offset: list[int] = field(default_factory=list)
+
+    def end_offsets(self) -> dict[TopicPartition, int]:
+        """End offset of every partition of every produced topic (records written, as nothing was deleted)."""
+        ends = {(t, p): 0 for t, n in self.topics.items() for p in range(n)}
+        for t, p, o in zip(self.topic, self.partition, self.offset, strict=True):
+            ends[(t, p)] = max(ends[(t, p)], o + 1)
+        return ends
+
+
+@dataclass
+class RunningGroup:
+    """A live group: its spec, the offsets it committed, and what each member (by client id) is assigned now."""
+
+    spec: DemoGroup
+    targets: dict[TopicPartition, int]
+    committed: dict[TopicPartition, int] = field(default_factory=dict)
+    members: dict[str, Any] = field(default_factory=dict)  # client_id -> KafkaConsumer | confluent Consumer
+    threads: list[threading.Thread] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def assignments(self) -> dict[str, set[TopicPartition]]:
+        """Each member's current assignment as its own client reports it, keyed by client id."""
+        return {cid: _client_assignment(c) for cid, c in self.members.items()}
+
+
+@dataclass
+class Cluster:
+    """Everything `running()` started: the broker address, topics, produced records and the live groups."""
+
+    bootstrap: str
+    broker_pid: int | None
+    topics: dict[str, int]
+    produced: Produced
+    groups: dict[str, RunningGroup]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def noida_binary() -> Path:
+    """Path of the noida-db executable shipped in the noida-db wheel."""
+    path = Path(str(resources.files("noida_db").joinpath("noida-db")))
+    if not path.is_file():
+        raise DemoClusterError(f"noida-db binary not found at {path}; install the dev extra (noida-db)")
+    path.chmod(0o755)
+    return path
+
+
+@contextlib.contextmanager
+def broker(*, port: int | None = None, data_dir: str | None = None, startup_timeout_s: float = 30.0
+           ) -> Iterator[Broker]:
+    """Run noida-db (Kafka only) on 127.0.0.1 in a temporary data dir; stop it by PID and clean up on exit."""
+    port = port or free_port()
+    own_dir = data_dir is None
+    data = data_dir or tempfile.mkdtemp(prefix="rebalance-kafka-")
+    log = open(Path(data).parent / f"{Path(data).name}.log", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        [str(noida_binary()), "start", "--host", "127.0.0.1", "--only", "kafka", "--kafka-port", str(port),
+         "--data-dir", data], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        _wait_listening(proc, port, startup_timeout_s, log.name)
+        yield Broker(f"127.0.0.1:{port}", proc.pid, data)
+    finally:
+        _stop_process(proc)
+        log.close()
+        if own_dir:
+            shutil.rmtree(data, ignore_errors=True)
+            Path(log.name).unlink(missing_ok=True)
+
+
+def _wait_listening(proc: subprocess.Popen, port: int, timeout_s: float, log_path: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DemoClusterError(f"noida-db exited with {proc.returncode}; see {log_path}")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise DemoClusterError(f"noida-db did not listen on 127.0.0.1:{port} within {timeout_s:.0f}s")
+
+
+def _stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    """Create the topics (one replica each) and wait until their metadata is visible."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    with KafkaAdminClient(bootstrap_servers=[bootstrap], client_id="demo-admin") as admin:
+        existing = set(admin.list_topics())
+        new = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
+        if new:
+            admin.create_topics(new)
+        admin.wait_for_topics(list(topics), timeout_ms=30_000)
+
+
+def skewed_keys(n: int, *, distinct: int = 2_000, hot: int = 3, hot_share: float = 0.4, seed: int = 7
+                ) -> list[bytes]:
+    """`n` keys where `hot` keys carry `hot_share` of the records and the rest spread over `distinct` keys."""
+    rng = random.Random(seed)
+    hot_keys = [f"customer-hot-{i}".encode() for i in range(hot)]
+    weights = [hot_share / hot * (1.0 - 0.3 * i) for i in range(hot)]  # unequal hot keys: the hottest first
+    rest = 1.0 - sum(weights)
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if r < sum(weights):
+            acc = 0.0
+            for k, w in zip(hot_keys, weights, strict=True):
+                acc += w
+                if r < acc:
+                    out.append(k)
+                    break
+        else:
+            out.append(f"customer-{rng.randrange(distinct):05d}".encode() if rest > 0 else hot_keys[0])
+    return out
+
+
+def produce(bootstrap: str, topics: dict[str, int], records_per_topic: int, *, seed: int = 7) -> Produced:
+    """Write keyed, skewed records to every topic with kafka-python's default (murmur2) partitioner."""
+    from kafka import KafkaProducer
+
+    produced = Produced(dict(topics))
+    rng = random.Random(seed)
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def acked(key: bytes, meta: Any) -> None:
+        with lock:
+            produced.keys.append(key)
+            produced.topic.append(meta.topic)
+            produced.partition.append(meta.partition)
+            produced.offset.append(meta.offset)
+
+    producer = KafkaProducer(bootstrap_servers=[bootstrap], client_id="demo-producer", linger_ms=20,
+                             batch_size=256 * 1024, acks=1)
+    try:
+        for i, topic in enumerate(topics):
+            for key in skewed_keys(records_per_topic, seed=seed + i):
+                value = bytes(rng.randrange(32, 512))
+                future = producer.send(topic, key=key, value=value)
+                future.add_callback(lambda meta, key=key: acked(key, meta))
+                future.add_errback(failures.append)
+        producer.flush(timeout=120)
+    finally:
+        producer.close(timeout=10)
+    if failures:
+        raise DemoClusterError(f"{len(failures)} records failed to produce: {failures[0]!r}")
+    return produced
+
+
+@contextlib.contextmanager
+def consumer_groups(bootstrap: str, groups: Sequence[DemoGroup], ends: dict[TopicPartition, int], *,
+                    settle_timeout_s: float = 90.0) -> Iterator[dict[str, RunningGroup]]:
+    """Run the groups' members in background threads until every group is stable with its offsets committed."""
+    stop = threading.Event()
+    running: dict[str, RunningGroup] = {}
+    try:
+        for spec in groups:
+            targets = {tp: int(end * spec.commit_fraction) for tp, end in ends.items() if tp[0] in spec.topics}
+            group = running[spec.group_id] = RunningGroup(spec, targets)
+            for i in range(spec.members):
+                client_id = f"{spec.group_id}-m{i}"
+                start = _start_librdkafka_member if spec.client == "librdkafka" else _start_python_member
+                start(bootstrap, group, client_id, i, stop)
+        wait_settled(bootstrap, running, timeout_s=settle_timeout_s)
+        yield running
+    finally:
+        stop.set()
+        for group in running.values():
+            for t in group.threads:
+                t.join(timeout=30)
+
+
+def _start_python_member(bootstrap: str, group: RunningGroup, client_id: str, index: int,
+                         stop: threading.Event) -> None:
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                "sticky": StickyPartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
+    spec = group.spec
+    consumer = KafkaConsumer(
+        *spec.topics, bootstrap_servers=[bootstrap], group_id=spec.group_id, client_id=client_id,
+        group_instance_id=f"{spec.group_id}-instance-{index}" if spec.static else None,
+        partition_assignment_strategy=[assignor[spec.strategy]], enable_auto_commit=False,
+        auto_offset_reset="earliest", max_poll_records=500, session_timeout_ms=30_000,
+        heartbeat_interval_ms=1_000)
+    group.members[client_id] = consumer
+    thread = threading.Thread(target=_python_member_loop, args=(consumer, group, stop),
+                              name=f"demo-{client_id}", daemon=True)
+    group.threads.append(thread)
+    thread.start()
+
+
+def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Event) -> None:
+    from kafka.errors import KafkaError
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KTP
+
+    try:
+        while not stop.is_set():
+            consumer.poll(timeout_ms=200)
+            for tp in consumer.assignment():
+                key = (tp.topic, tp.partition)
+                if key in group.committed:
+                    consumer.pause(tp)  # reached its target: stop fetching, keep heartbeating
+                elif consumer.position(tp) >= group.targets[key]:
+                    with contextlib.suppress(KafkaError):  # a rebalance in flight: retried next loop
+                        consumer.commit({KTP(*key): OffsetAndMetadata(group.targets[key], "", -1)})
+                        group.committed[key] = group.targets[key]
+    except Exception as exc:  # noqa: BLE001 - reported by wait_settled instead of dying silently
+        group.errors.append(f"{consumer.config['client_id']}: {exc!r}")
+    finally:
+        consumer.close(autocommit=False)
+
+
+def _start_librdkafka_member(bootstrap: str, group: RunningGroup, client_id: str, index: int,
+                             stop: threading.Event) -> None:
+    from confluent_kafka import Consumer  # dev dependency: only the demo runs a librdkafka member
+
+    spec = group.spec
+    config = {"bootstrap.servers": bootstrap, "group.id": spec.group_id, "client.id": client_id,
+              "partition.assignment.strategy": spec.strategy, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "session.timeout.ms": 30_000}
+    if spec.static:
+        config["group.instance.id"] = f"{spec.group_id}-instance-{index}"
+    consumer = Consumer(config)
+    consumer.subscribe(list(spec.topics))
+    group.members[client_id] = consumer
+    thread = threading.Thread(target=_librdkafka_member_loop, args=(consumer, client_id, group, stop),
+                              name=f"demo-{client_id}", daemon=True)
+    group.threads.append(thread)
+    thread.start()
+
+
+def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, stop: threading.Event) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka import TopicPartition as CTP
+
+    seen: dict[TopicPartition, int] = {}
+    try:
+        while not stop.is_set():
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen[(msg.topic(), msg.partition())] = msg.offset() + 1
+            for tp in consumer.assignment():
+                key = (tp.topic, tp.partition)
+                if key in group.committed:
+                    consumer.pause([tp])
+                elif seen.get(key, 0) >= group.targets[key] or group.targets[key] == 0:
+                    with contextlib.suppress(KafkaException):
+                        consumer.commit(offsets=[CTP(*key, group.targets[key])], asynchronous=False)
+                        group.committed[key] = group.targets[key]
+    except Exception as exc:  # noqa: BLE001 - reported by wait_settled instead of dying silently
+        group.errors.append(f"{client_id}: {exc!r}")
+    finally:
+        consumer.close()
+
+
+def _client_assignment(consumer: Any) -> set[TopicPartition]:
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
+def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: float = 90.0) -> None:
+    """Block until every group is Stable with all its members, all targets committed and clients agreeing."""
+    from kafka import KafkaAdminClient
+
+    deadline = time.monotonic() + timeout_s
+    pending = list(groups)
+    with KafkaAdminClient(bootstrap_servers=[bootstrap], client_id="demo-watch") as admin:
+        while True:
+            for group in groups.values():
+                if group.errors:
+                    raise DemoClusterError(f"group {group.spec.group_id} failed: {group.errors[0]}")
+            described = admin.describe_groups(list(groups))
+            pending = [g for g in groups if not _settled(groups[g], described[g])]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                states = {g: described[g]["group_state"] for g in pending}
+                raise DemoClusterError(f"groups did not settle within {timeout_s:.0f}s: {states}")
+            time.sleep(0.3)
+
+
+def _settled(group: RunningGroup, described: dict[str, Any]) -> bool:
+    if described["group_state"] != "Stable" or len(described["members"]) != group.spec.members:
+        return False
+    if set(group.committed) != set(group.targets):
+        return False
+    client_view = group.assignments()
+    broker_view = {m["client_id"]: {(t["topic"], p) for t in m["member_assignment"]["assigned_partitions"]
+                                    for p in t["partitions"]}
+                   for m in described["members"] if isinstance(m["member_assignment"], dict)}
+    covered = set().union(*client_view.values()) if client_view else set()
+    return client_view == broker_view and covered == set(group.targets)
+
+
+@contextlib.contextmanager
+def running(*, bootstrap: str | None = None, topics: dict[str, int] | None = None, records_per_topic: int = 5_000,
+            groups: Sequence[DemoGroup] = DEFAULT_GROUPS, prefix: str = "", seed: int = 7,
+            settle_timeout_s: float = 120.0) -> Iterator[Cluster]:
+    """Start (or reuse, given `bootstrap`) a broker, create topics, produce, run groups; stop all of it on exit.
+
+    `prefix` namespaces topic and group names so several playgrounds can share one broker.
+    """
+    topics = {prefix + t: n for t, n in (topics or DEFAULT_TOPICS).items()}
+    groups = [DemoGroup(prefix + g.group_id, tuple(prefix + t for t in g.topics), g.members, g.strategy,
+                        g.client, g.static, g.commit_fraction) for g in groups]
+    with contextlib.ExitStack() as stack:
+        started = None if bootstrap else stack.enter_context(broker())
+        address = bootstrap or started.bootstrap
+        create_topics(address, topics)
+        produced = produce(address, topics, records_per_topic, seed=seed)
+        live = stack.enter_context(consumer_groups(address, groups, produced.end_offsets(),
+                                                   settle_timeout_s=settle_timeout_s))
+        yield Cluster(address, started.pid if started else None, topics, produced, live)
