@@ -12,14 +12,17 @@ per-key Python.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = [
     "KAFKA_SEED",
+    "MURMUR2",
     "NO_KEYED_PARTITION",
+    "WordHash",
+    "hash_words",
     "murmur2",
     "murmur2_many",
     "partition_for_key",
@@ -40,7 +43,7 @@ _CHUNK = 1 << 15  # keys hashed per pass: keeps the per-block arrays (~0.5 MB) i
 _M32 = np.uint32(_M)
 _SHIFT_R = np.uint32(_R)
 # Indexed by length % 4: which bytes of the word at the key's tail belong to the key, and whether
-# `case 1: h *= m` runs (it does for 3, 2 and 1 by fall-through).
+# murmur2's `case 1: h *= m` runs (it does for 3, 2 and 1 by fall-through).
 _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
 _TAIL_MULT = np.array([1, _M, _M, _M], dtype=np.uint32)
 
@@ -137,8 +140,20 @@ def _arrow_buffers(arr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]
     return offsets[arr.offset:], data, nulls
 
 
-def _murmur2_buffers(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None) -> np.ndarray:
-    """Utils.murmur2 of every key data[offsets[i]:offsets[i+1]] as uint32; a null key hashes as empty."""
+class WordHash(NamedTuple):
+    """A 32-bit hash that consumes a key 4 little-endian bytes at a time, as the word walker drives it.
+
+    init(lengths) -> h; block(h, k, tmp) folds one full word k into h in place (tmp is scratch);
+    finish(h, tail, rem) folds the rem (0-3) trailing bytes, given as the low bytes of `tail`, and finalizes.
+    """
+
+    init: Callable[[np.ndarray], np.ndarray]
+    block: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+    finish: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def hash_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, fn: WordHash) -> np.ndarray:
+    """`fn` over every key data[offsets[i]:offsets[i+1]] as uint32, vectorized; a null key hashes as empty."""
     n = len(offsets) - 1
     out = np.empty(n, dtype=np.uint32)
     for s in range(0, n, _CHUNK):
@@ -147,7 +162,7 @@ def _murmur2_buffers(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | 
         ln = np.diff(offsets[s:e + 1]).astype(np.int64, copy=False)
         if nulls is not None:
             ln[nulls[s:e]] = 0  # Arrow lets a null slot span bytes; Kafka never hashes a null key
-        out[s:e] = _murmur2_chunk(o, ln, data)
+        out[s:e] = _hash_chunk(o, ln, data, fn)
     return out
 
 
@@ -180,8 +195,8 @@ def _word_index(pos: np.ndarray, lo: int, m: int) -> np.ndarray:
     return (r & 3) * m + (r >> 2)
 
 
-def _murmur2_chunk(off: np.ndarray, ln: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Utils.murmur2 of one chunk of keys, returned in the chunk's order.
+def _hash_chunk(off: np.ndarray, ln: np.ndarray, data: np.ndarray, fn: WordHash) -> np.ndarray:
+    """`fn` over one chunk of keys, returned in the chunk's order.
 
     Keys are sorted by block count, so at block j the keys still hashing are a dense suffix: every pass
     runs over contiguous arrays, without masks.
@@ -195,38 +210,57 @@ def _murmur2_chunk(off: np.ndarray, ln: np.ndarray, data: np.ndarray) -> np.ndar
     # starts[j]: first key (in sorted order) with more than j blocks
     starts = np.searchsorted(nblocks[order], np.arange(top + 1), side="right")
     words, lo, m = _block_source(o, ln_sorted, data)
-    h = ln_sorted.astype(np.uint32)
-    np.bitwise_xor(h, np.uint32(KAFKA_SEED), out=h)  # int h = seed ^ length
+    h = fn.init(ln_sorted)
     k_buf = np.empty(len(h), dtype=np.uint32)
     tmp_buf = np.empty(len(h), dtype=np.uint32)
     idx = _word_index(o, lo, m)
     step = 1 if m else 4  # consecutive blocks are adjacent words in a shifted copy, 4 bytes apart otherwise
     for j in range(top):
         st = int(starts[j])
-        k, tmp, hs = k_buf[st:], tmp_buf[st:], h[st:]
+        k = k_buf[st:]
         # Why mode="wrap": indices are always in range, and NumPy's wrap loop gathers faster than "raise".
-        np.take(words, idx[st:], out=k, mode="wrap")  # (data[i4] & 0xff) + ... + ((data[i4 + 3] & 0xff) << 24)
+        np.take(words, idx[st:], out=k, mode="wrap")
         idx[st:] += step
-        np.multiply(k, _M32, out=k)  # k *= m
-        np.right_shift(k, _SHIFT_R, out=tmp)
-        np.bitwise_xor(k, tmp, out=k)  # k ^= k >>> r
-        np.multiply(k, _M32, out=k)  # k *= m
-        np.multiply(hs, _M32, out=hs)  # h *= m
-        np.bitwise_xor(hs, k, out=hs)  # h ^= k
-    # switch (length % 4): idx now points at each key's tail bytes (the low bytes of that word; the bytes
-    # past the key's end are masked off); case 3/2/1 xor them into h, and case 1 (reached by all three
-    # through fall-through) multiplies by m.
+        fn.block(h[st:], k, tmp_buf[st:])
+    # idx now points at each key's 0-3 tail bytes: the low bytes of that word; bytes past the key's end
+    # (other keys, or never-written padding) are masked off.
     rem = ln_sorted & 3
     np.take(words, idx, out=k_buf, mode="wrap")
     np.bitwise_and(k_buf, _TAIL_MASK.take(rem), out=k_buf)
-    np.bitwise_xor(h, k_buf, out=h)
-    np.multiply(h, _TAIL_MULT.take(rem), out=h)
-    np.bitwise_xor(h, h >> np.uint32(13), out=h)  # h ^= h >>> 13
-    np.multiply(h, _M32, out=h)  # h *= m
-    np.bitwise_xor(h, h >> np.uint32(15), out=h)  # h ^= h >>> 15
+    fn.finish(h, k_buf, rem)
     result = np.empty_like(h)
     result[order] = h
     return result
+
+
+def _murmur2_init(ln: np.ndarray) -> np.ndarray:
+    """int h = seed ^ length."""
+    h = ln.astype(np.uint32)
+    np.bitwise_xor(h, np.uint32(KAFKA_SEED), out=h)
+    return h
+
+
+def _murmur2_block(h: np.ndarray, k: np.ndarray, tmp: np.ndarray) -> None:
+    """One iteration of Utils.murmur2's loop; k holds (data[i4] & 0xff) + ... + ((data[i4 + 3] & 0xff) << 24)."""
+    np.multiply(k, _M32, out=k)  # k *= m
+    np.right_shift(k, _SHIFT_R, out=tmp)
+    np.bitwise_xor(k, tmp, out=k)  # k ^= k >>> r
+    np.multiply(k, _M32, out=k)  # k *= m
+    np.multiply(h, _M32, out=h)  # h *= m
+    np.bitwise_xor(h, k, out=h)  # h ^= k
+
+
+def _murmur2_finish(h: np.ndarray, tail: np.ndarray, rem: np.ndarray) -> None:
+    """Utils.murmur2's `switch (length % 4)` and final avalanche."""
+    np.bitwise_xor(h, tail, out=h)  # case 3: h ^= b2 << 16; case 2: h ^= b1 << 8; case 1: h ^= b0
+    np.multiply(h, _TAIL_MULT.take(rem), out=h)  # case 1 (reached from 3 and 2 by fall-through): h *= m
+    np.bitwise_xor(h, h >> np.uint32(13), out=h)  # h ^= h >>> 13
+    np.multiply(h, _M32, out=h)  # h *= m
+    np.bitwise_xor(h, h >> np.uint32(15), out=h)  # h ^= h >>> 15
+
+
+MURMUR2 = WordHash(_murmur2_init, _murmur2_block, _murmur2_finish)
+"""Utils.murmur2 as a WordHash, for hash_words."""
 
 
 def murmur2_many(keys: Any) -> np.ndarray:
@@ -235,7 +269,7 @@ def murmur2_many(keys: Any) -> np.ndarray:
     A null key hashes as the empty key here; partitions_for_keys marks nulls NO_KEYED_PARTITION instead.
     """
     offsets, data, nulls = key_buffers(keys)
-    return _murmur2_buffers(offsets, data, nulls).view(np.int32)
+    return hash_words(offsets, data, nulls, MURMUR2).view(np.int32)
 
 
 def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
@@ -243,7 +277,7 @@ def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     offsets, data, nulls = key_buffers(keys)
-    h = _murmur2_buffers(offsets, data, nulls)
+    h = hash_words(offsets, data, nulls, MURMUR2)
     np.bitwise_and(h, np.uint32(0x7FFFFFFF), out=h)  # Utils.toPositive
     np.remainder(h, np.uint32(num_partitions), out=h)
     parts = h.view(np.int32)
