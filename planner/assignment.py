@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from planner.assignors import load, owners_from, protocol_of
-from planner.group import GroupSpec, from_snapshot, is_snapshot, parse_group, previous_owners
+from planner.group import GroupSpec, from_snapshot, is_snapshot, parse_group
 
 Assignment = dict[str, list[tuple[str, int]]]
 
@@ -20,8 +21,9 @@ class AssignmentResult:
     """An assignor's answer by member name; every member present, lists sorted by (topic, partition).
 
     `assignment` is what each member gets in this rebalance, `target` what it holds after the cooperative
-    follow-up round (equal to `assignment` for eager strategies), `revoked` the partitions a member owned and
-    gives to another member, `elapsed_ms` the time of the assignment itself (not parsing or naming).
+    follow-up round (equal to `assignment` for eager strategies), `revoked` what a member lists as owned but
+    does not get now (ConsumerCoordinator revokes owned minus assigned), `elapsed_ms` the time of the
+    assignment itself (not parsing, the follow-up round or naming).
     """
 
     assignment: Assignment
@@ -43,10 +45,9 @@ class OwnerArrays:
     """The same answer as dense arrays (owner per partition id, -1 = none), for benchmarks and checks."""
 
     group: GroupSpec
-    previous: np.ndarray
     assignment: np.ndarray
     target: np.ndarray
-    revoked: np.ndarray  # the previous owner of each partition that changes owner in this rebalance, else -1
+    revoked: np.ndarray  # bool per ownership claim of `group`: the claimant does not get that partition now
     elapsed_ms: float
 
 
@@ -56,15 +57,12 @@ def assign_arrays(strategy: str, group: GroupSpec) -> OwnerArrays:
     start = time.perf_counter()
     owner = owners_from(group, assignor.assign(group))
     elapsed_ms = (time.perf_counter() - start) * 1000.0
-    previous, _ = previous_owners(group)
-    moving = (previous >= 0) & (owner != previous)
-    revoked = np.where(moving, previous, -1).astype(np.int32)
-    if protocol_of(assignor) != "cooperative":
-        return OwnerArrays(group, previous, owner, owner, revoked, elapsed_ms)
-    # Cooperative protocol (KIP-429): a partition changing owner is revoked now, assigned next round.
-    now = np.where(moving, -1, owner).astype(np.int32)
-    target = owners_from(group, assignor.assign(next_round(group, now)))
-    return OwnerArrays(group, previous, now, target, revoked, elapsed_ms)
+    revoked = owner[group.claim_partition] != group.claim_member
+    target = owner
+    if protocol_of(assignor) == "cooperative":
+        # KIP-429: what was revoked now is handed out by the rebalance the revoking members trigger next.
+        target = owners_from(group, assignor.assign(next_round(group, owner)))
+    return OwnerArrays(group, owner, target, revoked, elapsed_ms)
 
 
 def next_round(group: GroupSpec, owner: np.ndarray) -> GroupSpec:
@@ -73,20 +71,17 @@ def next_round(group: GroupSpec, owner: np.ndarray) -> GroupSpec:
     members = owner[parts]
     order = np.lexsort((parts, members))
     generation = (int(group.generations.max()) if len(group.members) else -1) + 1
-    return GroupSpec(
-        topics=group.topics, topic_start=group.topic_start, members=group.members,
-        subscriptions=group.subscriptions, group_instance_ids=group.group_instance_ids, racks=group.racks,
+    return dataclasses.replace(
+        group,
         generations=np.full(len(group.members), generation, dtype=np.int64),
-        claim_member=members[order].astype(np.int32), claim_partition=parts[order].astype(np.int64),
-        partition_weights=group.partition_weights, member_weights=group.member_weights,
+        claim_member=members[order].astype(np.int32),
+        claim_partition=parts[order].astype(np.int64),
     )
 
 
-def by_member(group: GroupSpec, owner: np.ndarray) -> Assignment:
-    """Owner array -> {member: [(topic, partition), ...]} sorted by partition id; every member present."""
-    parts = np.flatnonzero(owner >= 0)
-    members = owner[parts]
-    order = np.argsort(members, kind="stable")  # stable: partition ids stay ascending within a member
+def by_member(group: GroupSpec, parts: np.ndarray, members: np.ndarray) -> Assignment:
+    """(partition id, member id) pairs -> {member: [(topic, partition), ...]} sorted; every member present."""
+    order = np.lexsort((parts, members))
     parts, members = parts[order], members[order]
     topic = group.topic_of(parts)
     names = np.asarray(group.topics, dtype=object)[topic].tolist()
@@ -95,13 +90,20 @@ def by_member(group: GroupSpec, owner: np.ndarray) -> Assignment:
     return {m: pairs[bounds[i]:bounds[i + 1]] for i, m in enumerate(group.members)}
 
 
+def _owned_pairs(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    parts = np.flatnonzero(owner >= 0)
+    return parts, owner[parts]
+
+
 def assign(strategy: str, group: Mapping[str, Any]) -> AssignmentResult:
     """Assign a group (compact form, or a snapshot-file document) with a Kafka strategy or a plug-in."""
     spec = parse_group(from_snapshot(group) if is_snapshot(group) else group)
     arrays = assign_arrays(strategy, spec)
+    revoked = np.unique(np.stack([spec.claim_member[arrays.revoked].astype(np.int64),
+                                  spec.claim_partition[arrays.revoked]]), axis=1)
     return AssignmentResult(
-        assignment=by_member(spec, arrays.assignment),
-        target=by_member(spec, arrays.target),
-        revoked=by_member(spec, arrays.revoked),
+        assignment=by_member(spec, *_owned_pairs(arrays.assignment)),
+        target=by_member(spec, *_owned_pairs(arrays.target)),
+        revoked=by_member(spec, revoked[1], revoked[0]),
         elapsed_ms=arrays.elapsed_ms,
     )

@@ -31,6 +31,7 @@ class GroupSpec:
     topic_start: np.ndarray  # int64[T + 1]: partition ids of topic t are topic_start[t] .. topic_start[t+1]-1
     members: tuple[str, ...]
     subscriptions: tuple[np.ndarray, ...]  # per member: sorted int32 ids of existing topics it subscribes to
+    unknown_topics: tuple[tuple[str, ...], ...]  # per member: subscribed topics missing from `topics`, sorted
     group_instance_ids: tuple[str | None, ...]
     racks: tuple[str | None, ...]
     generations: np.ndarray  # int64[M], DEFAULT_GENERATION when the member sent none
@@ -103,7 +104,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
     topic_id = {t: i for i, t in enumerate(topics)}
 
     members = tuple(sorted(raw_members, key=java_key))
-    subscriptions, instance_ids, racks, generations, weights = [], [], [], [], []
+    subscriptions, unknown, instance_ids, racks, generations, weights = [], [], [], [], [], []
     claim_member: list[np.ndarray] = []
     claim_partition: list[np.ndarray] = []
     for m_id, m in enumerate(members):
@@ -118,6 +119,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         # Subscribed topics missing from metadata are skipped, as AbstractPartitionAssignor.assign does.
         ids = sorted({topic_id[t] for t in subscribed if t in topic_id})
         subscriptions.append(np.asarray(ids, dtype=np.int32))
+        unknown.append(tuple(sorted({t for t in subscribed if t not in topic_id}, key=java_key)))
         instance_ids.append(_str_or_none(spec.get("group_instance_id"), f"members[{m!r}].group_instance_id"))
         racks.append(_str_or_none(spec.get("rack"), f"members[{m!r}].rack"))
         gen = spec.get("generation")
@@ -133,6 +135,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         topic_start=_frozen(topic_start),
         members=members,
         subscriptions=tuple(_frozen(s) for s in subscriptions),
+        unknown_topics=tuple(unknown),
         group_instance_ids=tuple(instance_ids),
         racks=tuple(racks),
         generations=_frozen(np.asarray(generations, dtype=np.int64)),
@@ -181,26 +184,51 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def subscribed_topics(group: GroupSpec) -> np.ndarray:
+    """bool[T]: some member subscribes to topic t (Kafka's partitionsPerTopic holds exactly these topics)."""
+    mask = np.zeros(len(group.topics), dtype=bool)
+    for ts in group.subscriptions:
+        mask[ts] = True
+    return mask
+
+
 def previous_owners(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:
     """Previous owner per partition (-1 if none) and the mask of partitions claimed twice, read as Kafka does.
 
-    Mirrors AbstractStickyAssignor.allSubscriptionsEqual: only members of the highest generation keep their
-    claims (KAFKA-12984: "If the current member's generation is higher, all the previously owned partitions
-    are invalid"); a partition claimed twice in that generation is invalidated
-    (partitionsWithMultiplePreviousOwners) and owned by nobody. Members without a generation count only when
-    nobody sent one.
+    Mirrors AbstractStickyAssignor.allSubscriptionsEqual (Kafka 3.5+, KAFKA-14639): claims on topics nobody
+    subscribes to are dropped ("allTopics.contains"); when members claim the same partition the one with the
+    higher generation wins; two claims in the same (highest) generation invalidate the partition, which is
+    then owned by nobody (partitionsWithMultiplePreviousOwners). Java resolves claims in HashMap order; the
+    outcome below (the unique highest-generation claimant) is the same in every order.
     """
-    owner = np.full(group.num_partitions, -1, dtype=np.int32)
-    if len(group.claim_member) == 0:
-        return owner, np.zeros(group.num_partitions, dtype=bool)
-    max_generation = int(group.generations.max()) if len(group.members) else DEFAULT_GENERATION
-    keep = group.generations[group.claim_member] == max_generation
-    parts, members = group.claim_partition[keep], group.claim_member[keep]
-    claims = np.bincount(parts, minlength=group.num_partitions)
-    owner[parts] = members
-    multiple = claims > 1
+    n = group.num_partitions
+    live = subscribed_topics(group)[group.topic_of(group.claim_partition)]
+    parts, members = group.claim_partition[live], group.claim_member[live]
+    generation = group.generations[members]
+    best = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(best, parts, generation)
+    top = generation == best[parts]  # claims made in their partition's highest claimed generation
+    multiple = np.bincount(parts[top], minlength=n) > 1
+    owner = np.full(n, -1, dtype=np.int32)
+    owner[parts[top]] = members[top]
     owner[multiple] = -1
     return owner, multiple
+
+
+def claimed_by_others(group: GroupSpec, owner: np.ndarray) -> np.ndarray:
+    """bool[P]: some member claims the partition in its subscription but is not `owner` of it (raw claims).
+
+    CooperativeStickyAssignor.computePartitionsTransferringOwnership: a partition newly given to a member
+    while another member still lists it as owned must be revoked by that member first (KIP-429).
+    """
+    live = subscribed_topics(group)[group.topic_of(group.claim_partition)]
+    parts, members = group.claim_partition[live], group.claim_member[live]
+    mine = owner[parts] == members
+    claimed = np.zeros(group.num_partitions, dtype=bool)
+    claimed[parts] = True
+    claimed_by_new_owner = np.zeros(group.num_partitions, dtype=bool)
+    claimed_by_new_owner[parts[mine]] = True
+    return claimed & ~claimed_by_new_owner & (owner >= 0)
 
 
 def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:

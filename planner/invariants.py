@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.group import GroupSpec, parse_group, previous_owners
+from planner.group import GroupSpec, claimed_by_others, parse_group, previous_owners, subscribed_topics
 
 Assignment = Mapping[str, Sequence[Sequence[Any]]] | np.ndarray
 _MAX_REPORTED = 10  # violations listed one by one before the rest are summarized
@@ -52,14 +52,6 @@ def _report(messages: list[str]) -> list[str]:
     if len(messages) <= _MAX_REPORTED:
         return messages
     return [*messages[:_MAX_REPORTED], f"... and {len(messages) - _MAX_REPORTED} more"]
-
-
-def subscribed_topics(group: GroupSpec) -> np.ndarray:
-    """bool[T]: some member subscribes to topic t, so its partitions must be assigned."""
-    mask = np.zeros(len(group.topics), dtype=bool)
-    for ts in group.subscriptions:
-        mask[ts] = True
-    return mask
 
 
 def assigned_exactly_once(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> list[str]:
@@ -121,14 +113,17 @@ def balanced(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> li
 
 
 def cooperative(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> list[str]:
-    """KIP-429: a partition validly owned before is, in this round, either kept by its owner or unassigned."""
+    """KIP-429: no member gets a partition that another member still lists as owned; it is revoked first."""
     spec = _spec(group)
     parts, members, problems = _claims(spec, assignment)
-    previous, _ = previous_owners(spec)
-    bad = (previous[parts] >= 0) & (previous[parts] != members)
-    problems += [f"{_name(spec, p)} moves from {spec.members[previous[p]]!r} to {spec.members[m]!r} "
-                 f"without being revoked first" for p, m in zip(parts[bad].tolist(), members[bad].tolist(),
-                                                               strict=True)]
+    owner = np.full(spec.num_partitions, -1, dtype=np.int32)
+    owner[parts] = members
+    bad = np.flatnonzero(claimed_by_others(spec, owner))
+    for p in bad[:_MAX_REPORTED + 1].tolist():
+        others = spec.claim_member[(spec.claim_partition == p) & (spec.claim_member != owner[p])]
+        problems.append(f"{_name(spec, p)} goes to {spec.members[owner[p]]!r} while "
+                        f"{spec.members[others[0]]!r} still owns it")
+    problems += [f"{_name(spec, p)} not revoked first" for p in bad[_MAX_REPORTED + 1:].tolist()]
     return _report(problems)
 
 

@@ -57,9 +57,9 @@ def test_previous_owner_highest_generation_wins_and_same_generation_conflicts_ar
         "new": {"topics": ["t"]},
     }})
     owner, multiple = previous_owners(g)
-    a, b = g.members.index("a"), g.members.index("b")
-    # t0: gen 5 beats gen 4; t1: claimed twice in gen 5 -> nobody; t3: only an older generation claims it.
-    assert owner.tolist() == [a, -1, b, -1]
+    a, b, old = g.members.index("a"), g.members.index("b"), g.members.index("old")
+    # t0: gen 5 beats gen 4; t1: claimed twice in gen 5 -> nobody; t3: uncontested, so the old claim stands.
+    assert owner.tolist() == [a, -1, b, old]
     assert multiple.tolist() == [False, True, False, False]
 
 
