@@ -16,6 +16,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 from jobs.airflow_env import configure  # noqa: E402
 
 configure()
+from fixtures_kafka import *  # noqa: F401,F403,E402
 
 
 @pytest.fixture(scope="session")

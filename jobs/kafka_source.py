@@ -1,0 +1,384 @@
+"""Live Kafka source: consumer-group snapshots in the snapshot-file contract, and key samples for `key_samples`.
+
+`pull_snapshots` reads every matching group's state, members, decoded subscriptions and assignments, the
+partition counts of the topics they use, and committed and end offsets; it returns all of it or raises (a
+snapshot is all or nothing). `sample_keys` reads the last records of chosen topics without joining a group and
+without committing. Failures are `KafkaSourceError`s that name the cause and never carry a secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.kafka_settings import KafkaSettings
+from schemas.tables import KEY_SAMPLES
+
+log = logging.getLogger(__name__)
+
+REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
+CONSUMER_PROTOCOL = "consumer"
+
+
+class KafkaSourceError(RuntimeError):
+    """Pulling from Kafka failed; nothing was returned or written."""
+
+
+class BrokerUnreachableError(KafkaSourceError):
+    """No broker answered at the bootstrap servers within the connect timeout."""
+
+
+class KafkaAuthError(KafkaSourceError):
+    """The brokers refused the credentials or the TLS handshake, or the principal lacks a permission."""
+
+
+class UnknownTopicError(KafkaSourceError):
+    """A requested topic does not exist."""
+
+
+class UnknownGroupError(KafkaSourceError):
+    """No consumer group matches the requested pattern."""
+
+
+class SourceTimeoutError(KafkaSourceError):
+    """A broker did not answer a request within the request timeout."""
+
+
+def pull_snapshots(settings: KafkaSettings, *, group_pattern: str = "*", include_empty: bool | None = None,
+                   rebalance_budget_s: float = 10.0, captured_at: datetime | None = None) -> list[dict[str, Any]]:
+    """Snapshot documents (ARCHITECTURE.md file contract) of the consumer groups matching a glob pattern.
+
+    With the default pattern '*' only groups that have members are returned; with any other pattern empty and
+    dead groups are recorded too (`include_empty` overrides both). A group caught mid-rebalance is described
+    again until it is stable or `rebalance_budget_s` runs out, then recorded with its state.
+    """
+    captured = (captured_at or datetime.now(UTC)).astimezone(UTC)
+    keep_empty = group_pattern != "*" if include_empty is None else include_empty
+    with _admin(settings) as admin, _translated(settings, "pulling consumer groups"):
+        listed = admin.list_groups()
+        matched = sorted({g["group_id"] for g in listed
+                          if g.get("protocol_type") in (CONSUMER_PROTOCOL, "")
+                          and fnmatchcase(g["group_id"], group_pattern)})
+        if not matched and group_pattern != "*":
+            raise UnknownGroupError(f"no consumer group matches {group_pattern!r} "
+                                    f"(the cluster has {len(listed)} groups)")
+        described = _describe_settled(admin, matched, rebalance_budget_s)
+        groups = [described[g] for g in matched if keep_empty or described[g].members]
+        if not groups:
+            return []
+        committed = admin.list_group_offsets({g.group_id: None for g in groups})
+        members = {g.group_id: [_member_document(m, g) for m in g.members] for g in groups}
+        wanted = {t for ms in members.values() for m in ms for t in m["topics"]}
+        wanted |= {tp.topic for offsets in committed.values() for tp in offsets}
+        counts = _partition_counts(admin, sorted(wanted), missing_ok=True)
+        ends = _end_offsets(admin, counts)
+    return [_group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured)
+            for g in groups]
+
+
+def sample_keys(settings: KafkaSettings, topics: Sequence[str], records_per_partition: int, *,
+                max_records: int | None = None, timeout_s: float = 60.0, key_fraction: float | None = None,
+                key_seed: int = 0, sample_id: str | None = None) -> pa.Table:
+    """`key_samples` rows for the last `records_per_partition` records of every partition of `topics`.
+
+    Reads without a consumer group and commits nothing. Stops early at `max_records` kept rows or after
+    `timeout_s`. With `key_fraction`, keeps only records whose key's unsigned mmh3 hash (seed `key_seed`) falls
+    below that fraction of 2**32, so nightly samples keep the same keys and stay comparable (null keys dropped).
+    """
+    if records_per_partition <= 0:
+        raise ValueError(f"records_per_partition must be positive, got {records_per_partition}")
+    if key_fraction is not None and not 0.0 < key_fraction <= 1.0:
+        raise ValueError(f"key_fraction must be in (0, 1], got {key_fraction}")
+    sample_id = sample_id or f"kafka-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    with _admin(settings) as admin, _translated(settings, "sampling keys"):
+        counts = _partition_counts(admin, list(dict.fromkeys(topics)), missing_ok=False)
+    rows = _read_tail(settings, counts, records_per_partition, max_records, timeout_s, key_fraction, key_seed)
+    return _samples_table(sample_id, rows)
+
+
+def write_snapshots(documents: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Write documents as a JSON array (JSON lines for *.jsonl), atomically: the file appears whole or not at all."""
+    target = Path(path)
+    if target.suffix == ".jsonl":
+        text = "".join(json.dumps(d, sort_keys=True) + "\n" for d in documents)
+    else:
+        text = json.dumps(list(documents), indent=1, sort_keys=True) + "\n"
+    _atomic_write(target, text.encode("utf-8"))
+
+
+def write_key_samples(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write key samples as one Parquet file, atomically."""
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    _atomic_write(Path(path), sink.getvalue().to_pybytes())
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- connection and errors ---------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _admin(settings: KafkaSettings) -> Iterator[Any]:
+    from kafka import KafkaAdminClient
+
+    with _translated(settings, "connecting"), _bootstrap_failures() as failures:
+        try:
+            admin = KafkaAdminClient(**settings.client_config())
+        except Exception:
+            if failures:  # bootstrap retries auth failures until its timeout; report the real cause
+                raise KafkaAuthError(f"Kafka at {settings.bootstrap_servers} refused the connection: "
+                                     f"{type(failures[0]).__name__} ({settings.security_protocol})") from None
+            raise
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+@contextlib.contextmanager
+def _bootstrap_failures() -> Iterator[list[BaseException]]:
+    """Collect authentication / TLS failures that kafka-python only logs while it retries bootstrap."""
+    from kafka.errors import AuthorizationError, KafkaConnectionError, SaslAuthenticationFailedError
+
+    seen: list[BaseException] = []
+
+    class _Collector(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            for arg in record.args if isinstance(record.args, tuple) else ():
+                if isinstance(arg, SaslAuthenticationFailedError | AuthorizationError) or (
+                        isinstance(arg, KafkaConnectionError) and "Handshake failed" in str(arg)):
+                    seen.append(arg)
+
+    handler = _Collector(logging.WARNING)
+    logger = logging.getLogger("kafka.net.manager")
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
+    """Turn kafka-python errors into KafkaSourceErrors that name the cause (and never a credential)."""
+    from kafka import errors as ke
+
+    where = f"Kafka at {settings.bootstrap_servers}"
+    try:
+        yield
+    except KafkaSourceError:
+        raise
+    except (ke.SaslAuthenticationFailedError, ke.AuthorizationError, ke.UnsupportedSaslMechanismError) as exc:
+        raise KafkaAuthError(f"{action}: {where} refused access: {type(exc).__name__}") from None
+    except ke.UnknownTopicOrPartitionError as exc:
+        raise UnknownTopicError(f"{action}: unknown topic or partition at {where}: {exc}") from exc
+    except ke.GroupIdNotFoundError as exc:
+        raise UnknownGroupError(f"{action}: unknown group at {where}: {exc}") from exc
+    except (ke.NoBrokersAvailable, ke.KafkaConnectionError) as exc:
+        raise BrokerUnreachableError(f"{action}: cannot reach {where}: {exc}") from exc
+    except ke.KafkaTimeoutError as exc:
+        if "bootstrap" in str(exc):
+            raise BrokerUnreachableError(f"{action}: no broker answered at {settings.bootstrap_servers} "
+                                         f"within {settings.connect_timeout_ms} ms") from exc
+        raise SourceTimeoutError(f"{action}: {where} timed out: {exc}") from exc
+    except ke.RequestTimedOutError as exc:
+        raise SourceTimeoutError(f"{action}: {where} timed out after {settings.request_timeout_ms} ms") from exc
+    except ke.KafkaError as exc:
+        raise KafkaSourceError(f"{action}: {where} answered {type(exc).__name__}: {exc}") from exc
+
+
+# -- groups -----------------------------------------------------------------------------------------------------
+
+def _describe_raw(admin: Any, group_ids: Sequence[str]) -> dict[str, Any]:
+    """DescribeGroups with member metadata and assignment left as raw bytes.
+
+    kafka-python's public describe_groups decodes them with its own v0-only codec, which drops owned
+    partitions, generation and rack; `planner.protocol` decodes every version, so this asks the coordinator
+    directly (private helpers of the pinned kafka-python 3.0.12).
+    """
+    from kafka.errors import for_code
+    from kafka.protocol.admin import DescribeGroupsRequest
+
+    async def describe() -> dict[str, Any]:
+        by_coordinator: dict[int, list[str]] = {}
+        for group_id, node in (await admin._find_coordinator_ids(list(group_ids))).items():
+            by_coordinator.setdefault(node, []).append(group_id)
+        out = {}
+        for node, ids in by_coordinator.items():
+            response = await admin._manager.send(DescribeGroupsRequest(groups=ids), node_id=node)
+            for group in response.groups:
+                if group.error_code:
+                    raise for_code(group.error_code)(f"DescribeGroups {group.group_id!r}")
+                out[group.group_id] = group
+        return out
+
+    return admin._manager.run(describe) if group_ids else {}
+
+
+def _describe_settled(admin: Any, group_ids: Sequence[str], budget_s: float) -> dict[str, Any]:
+    described = _describe_raw(admin, group_ids)
+    deadline = time.monotonic() + budget_s
+    while unstable := [g for g, d in described.items() if d.group_state in REBALANCING]:
+        if time.monotonic() >= deadline:
+            log.warning("groups still rebalancing after %.1fs, recorded as such: %s", budget_s, unstable)
+            break
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+        described.update(_describe_raw(admin, unstable))
+    return described
+
+
+def _member_document(member: Any, group: Any) -> dict[str, Any]:
+    from planner import protocol
+
+    protocol_name = group.protocol_data or None
+    doc: dict[str, Any] = {
+        "member_id": member.member_id, "client_id": member.client_id, "host": member.client_host,
+        "group_instance_id": member.group_instance_id, "rack": None,
+        "strategies": [protocol_name] if protocol_name else [], "topics": [], "owned": [], "assignment": [],
+        "generation": None,
+    }
+    if group.protocol_type != CONSUMER_PROTOCOL:
+        return doc | _raw("metadata_raw", member.member_metadata) | _raw("assignment_raw", member.member_assignment)
+    try:
+        sub = protocol.decode_subscription(member.member_metadata)
+        doc.update(topics=list(sub.topics), owned=[[t, p] for t, p in sub.owned_partitions],
+                   rack=sub.rack, generation=sub.generation_id if sub.generation_id >= 0 else None)
+        doc |= _raw("subscription_user_data", sub.user_data)
+    except (ValueError, EOFError) as exc:  # custom wire format: keep the bytes, do not fail the pull
+        doc |= _raw("metadata_raw", member.member_metadata) | {"decode_error": str(exc)}
+    if member.member_assignment:
+        try:
+            assignment = protocol.decode_assignment(member.member_assignment)
+            doc["assignment"] = [[t, p] for t, p in assignment.partitions]
+            doc |= _raw("assignment_user_data", assignment.user_data)
+        except (ValueError, EOFError) as exc:
+            doc |= _raw("assignment_raw", member.member_assignment) | {"decode_error": str(exc)}
+    return doc
+
+
+def _raw(name: str, data: bytes | None) -> dict[str, str]:
+    return {name: base64.b64encode(data).decode("ascii")} if data else {}
+
+
+def _partition_counts(admin: Any, topics: Sequence[str], *, missing_ok: bool) -> dict[str, int]:
+    from kafka.errors import UnknownTopicOrPartitionError, for_code
+
+    if not topics:
+        return {}
+    counts = {}
+    for t in admin.describe_topics(list(topics)):
+        error = for_code(t["error_code"])
+        if error is UnknownTopicOrPartitionError and missing_ok:
+            continue  # a subscription to a topic that does not exist (yet): Kafka's assignors skip it too
+        if error is not for_code(0):
+            raise error(f"topic {t['name']!r}")
+        counts[t["name"]] = len(t["partitions"])
+    return counts
+
+
+def _end_offsets(admin: Any, counts: dict[str, int]) -> dict[tuple[str, int], int]:
+    from kafka.admin import OffsetSpec
+    from kafka.structs import TopicPartition
+
+    specs = {TopicPartition(t, p): OffsetSpec.LATEST for t, n in counts.items() for p in range(n)}
+    if not specs:
+        return {}
+    return {(tp.topic, tp.partition): o.offset for tp, o in admin.list_partition_offsets(specs).items()}
+
+
+def _group_document(group: Any, members: list[dict[str, Any]], counts: dict[str, int], committed: dict[Any, Any],
+                    ends: dict[tuple[str, int], int], captured: datetime) -> dict[str, Any]:
+    commits = {(tp.topic, tp.partition): om.offset for tp, om in committed.items() if om.offset >= 0}
+    names = sorted({t for m in members for t in m["topics"]} | {t for t, _ in commits})
+    topics = {t: counts[t] for t in names if t in counts}
+    offsets = [{"topic": t, "partition": p, "committed": commits.get((t, p)), "end": ends[(t, p)]}
+               for t in topics for p in range(topics[t])]
+    return {
+        "group_id": group.group_id, "captured_at": captured.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "source": "kafka",
+        "state": group.group_state, "protocol_type": group.protocol_type or None,
+        "protocol": group.protocol_data or None, "generation": None,  # classic DescribeGroups carries none
+        "topics": topics, "members": sorted(members, key=lambda m: m["member_id"]), "offsets": offsets,
+    }
+
+
+# -- key samples ------------------------------------------------------------------------------------------------
+
+def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: int, max_records: int | None,
+               timeout_s: float, key_fraction: float | None, key_seed: int) -> dict[str, list[Any]]:
+    import mmh3
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    threshold = None if key_fraction is None else int(key_fraction * 2**32)
+    rows: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "key": [], "value_size": [],
+                                  "timestamp": []}
+    tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+    with _translated(settings, "sampling keys"):
+        consumer = KafkaConsumer(**settings.client_config(), group_id=None, enable_auto_commit=False,
+                                 max_poll_records=10_000, fetch_max_wait_ms=100)
+    try:
+        with _translated(settings, "sampling keys"):
+            begin, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+            consumer.assign(tps)
+            todo = {tp for tp in tps if end[tp] > begin[tp]}
+            for tp in tps:
+                consumer.seek(tp, max(begin[tp], end[tp] - per_partition))
+            consumer.pause(*(set(tps) - todo))
+            deadline = time.monotonic() + timeout_s
+            while todo and time.monotonic() < deadline and (max_records is None or len(rows["key"]) < max_records):
+                for tp, records in consumer.poll(timeout_ms=200).items():
+                    for r in records:
+                        if r.offset >= end[tp]:
+                            break  # arrived after the sample started
+                        if threshold is not None and (r.key is None or mmh3.hash(r.key, key_seed, signed=False)
+                                                      >= threshold):
+                            continue
+                        rows["topic"].append(r.topic)
+                        rows["partition"].append(r.partition)
+                        rows["offset"].append(r.offset)
+                        rows["key"].append(r.key)
+                        rows["value_size"].append(max(r.serialized_value_size, 0))
+                        rows["timestamp"].append(r.timestamp * 1000 if r.timestamp >= 0 else None)
+                    if consumer.position(tp) >= end[tp]:
+                        todo.discard(tp)
+                        consumer.pause(tp)
+            if todo:
+                log.info("key sample stopped by its budget with %d partitions unfinished", len(todo))
+    finally:
+        consumer.close(autocommit=False)
+    if max_records is not None:
+        rows = {k: v[:max_records] for k, v in rows.items()}
+    return rows
+
+
+def _samples_table(sample_id: str, rows: dict[str, list[Any]]) -> pa.Table:
+    schema = KEY_SAMPLES.schema
+    n = len(rows["key"])
+    columns = {"sample_id": pa.array([sample_id] * n, pa.string()), **{
+        name: pa.array(values, schema.field(name).type) for name, values in rows.items()}}
+    return pa.table([columns[f.name] for f in schema], schema=schema)
