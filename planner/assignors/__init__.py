@@ -30,6 +30,8 @@ class Assignor(Protocol):
 BUILTIN: dict[str, str] = {
     "range": "planner.assignors.range:RangeAssignor",
     "roundrobin": "planner.assignors.round_robin:RoundRobinAssignor",
+    "sticky": "planner.assignors.sticky:StickyAssignor",
+    "cooperative-sticky": "planner.assignors.cooperative_sticky:CooperativeStickyAssignor",
 }
 
 

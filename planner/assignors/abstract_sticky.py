@@ -1,0 +1,197 @@
+"""The sticky algorithm shared by StickyAssignor and CooperativeStickyAssignor (AbstractStickyAssignor).
+
+Guarantees, in priority order (AbstractStickyAssignor javadoc, KIP-54):
+1. balance: members' partition counts differ by at most one, or a member with at least two fewer partitions
+   than another subscribes to none of that member's partitions' topics;
+2. stickiness: as many partitions as possible stay with their previous owner.
+
+Like Kafka 4.x it has two builders. With identical subscriptions, ConstrainedAssignmentBuilder (KAFKA-9987) is
+mirrored step by step: keep owned partitions up to the quota, then fill members round-robin. With differing
+subscriptions, GeneralAssignmentBuilder's first steps are mirrored (keep what is still valid, hand each
+unassigned partition to the least-loaded subscriber, topics with fewest subscribers first) and its per-partition
+reassignment loop is replaced by per-topic water-levelling, which ends exactly when its isBalanced holds.
+Java iterates members in HashMap order where the order matters; we use member id order, so results are
+deterministic. Rack matching (KIP-881) applies only when partitions carry racks, which ours do not.
+
+Everything is array-based: owner[partition] (-1 = unassigned) and counts[member] (KAFKA-13398 scale: a million
+partitions and thousands of members in well under a second).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.group import GroupSpec, previous_owners, subscribed_topics
+
+
+def sticky_assign(group: GroupSpec) -> np.ndarray:
+    """The balanced, sticky owner of every partition (AbstractStickyAssignor.assignPartitions)."""
+    owned, _ = previous_owners(group)
+    if not group.members:
+        return np.full(group.num_partitions, -1, dtype=np.int32)
+    if _all_subscriptions_equal(group):
+        return _constrained_assign(group, owned)
+    return _general_assign(group, owned)
+
+
+def _all_subscriptions_equal(group: GroupSpec) -> bool:
+    """AbstractStickyAssignor.allSubscriptionsEqual: every member lists the same topics (missing ones included).
+
+    Java seeds the comparison with the first non-empty subscription it meets in HashMap order, so a member with
+    no topics can slip into the constrained path and be handed partitions it did not subscribe to; an empty
+    subscription here makes the group unequal, which keeps the "only subscribed topics" guarantee.
+    """
+    if not group.members:
+        return True
+    first, unknown = group.subscriptions[0], group.unknown_topics[0]
+    return len(first) > 0 and all(
+        np.array_equal(s, first) and u == unknown
+        for s, u in zip(group.subscriptions, group.unknown_topics, strict=True))
+
+
+def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
+    """ConstrainedAssignmentBuilder.build: assignOwnedPartitions, then assignRoundRobin."""
+    n_members = len(group.members)
+    assignable = np.repeat(subscribed_topics(group), group.partition_counts)
+    total = int(assignable.sum())
+    min_quota, extra = divmod(total, n_members)
+    max_quota = min_quota + (1 if extra else 0)
+    owner = np.full(group.num_partitions, -1, dtype=np.int32)
+
+    # assignOwnedPartitions: each member's owned partitions sorted by (partition, topic), first `quota` kept.
+    parts = np.flatnonzero(owned >= 0)
+    members = owned[parts]
+    topic = group.topic_of(parts)
+    order = np.lexsort((topic, parts - group.topic_start[topic], members))
+    parts, members = parts[order], members[order]
+    n_owned = np.bincount(members, minlength=n_members)
+    keep = np.zeros(n_members, dtype=np.int64)
+    under_min: list[int] = []  # unfilledMembersWithUnderMinQuotaPartitions
+    exactly_min: list[int] = []  # unfilledMembersWithExactlyMinQuotaPartitions
+    over_min = 0  # currentNumMembersWithOverMinQuotaPartitions
+    for m in range(n_members):  # Java: HashMap order; here member id order
+        k = int(n_owned[m])
+        if k < min_quota:
+            keep[m] = k
+            under_min.append(m)
+        elif k >= max_quota and over_min < extra:
+            over_min += 1
+            if over_min == extra:
+                exactly_min.clear()
+            keep[m] = max_quota
+        else:
+            keep[m] = min_quota
+            if over_min < extra:
+                exactly_min.append(m)
+    first_of = np.searchsorted(members, np.arange(n_members))
+    kept = (np.arange(len(parts)) - first_of[members]) < keep[members]
+    owner[parts[kept]] = members[kept]
+
+    # assignRoundRobin: unassigned partitions in (topic, partition) order go round-robin to the members under
+    # minQuota (each round visits those still under it, in member id order: Collections.sort); a member
+    # reaching minQuota joins the tail of exactly_min; what is left goes one each to exactly_min's head.
+    unassigned = np.flatnonzero(assignable & (owner < 0))
+    under = np.asarray(under_min, dtype=np.int64)
+    deficit = min_quota - keep[under]
+    rounds = _repeat_ranges(deficit)
+    slot = np.lexsort((np.repeat(np.arange(len(under)), deficit), rounds))
+    receivers = np.repeat(under, deficit)[slot][:len(unassigned)]
+    owner[unassigned[:len(receivers)]] = receivers
+    reached = under[np.lexsort((np.arange(len(under)), deficit))]
+    rest = unassigned[len(receivers):]
+    polled = np.concatenate([np.asarray(exactly_min, dtype=np.int64), reached])[:len(rest)]
+    if len(polled) < len(rest):
+        raise AssertionError("Some partitions are unassigned but all consumers are at maximum capacity")
+    owner[rest] = polled
+    return owner
+
+
+def _repeat_ranges(lengths: np.ndarray) -> np.ndarray:
+    """concatenate([arange(n) for n in lengths]) without a Python loop."""
+    total = int(lengths.sum())
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(total, dtype=np.int64) - starts
+
+
+def _general_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
+    """GeneralAssignmentBuilder.build: keep valid ownership, assign the rest greedily, then balance."""
+    sub = group.subscribed_matrix()
+    topic = group.topic_of(np.arange(group.num_partitions))
+    # assignOwnedPartitions: a claim survives only while its owner still subscribes to the topic.
+    owner = np.where((owned >= 0) & sub[np.maximum(owned, 0), topic], owned, -1).astype(np.int32)
+    counts = np.bincount(owner[owner >= 0], minlength=len(group.members)).astype(np.int64)
+    subscribers = [np.flatnonzero(sub[:, t]) for t in range(len(group.topics))]
+    # TopicComparator: topics with fewer potential consumers first, then by name (ids are name-ordered).
+    order = sorted(np.flatnonzero(subscribed_topics(group)).tolist(), key=lambda t: (len(subscribers[t]), t))
+    for t in order:
+        _assign_unassigned(group, owner, counts, t, subscribers[t])
+    while any([_level(group, owner, counts, owned, t, subscribers[t]) for t in order]):
+        pass  # each pass strictly lowers sum(counts**2), so this ends; usually after one or two passes
+    return owner
+
+
+def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, t: int,
+                       eligible: np.ndarray) -> None:
+    """maybeAssign for one topic: each unassigned partition, in order, to the eligible member with the fewest
+    partitions (sortedCurrentSubscriptions: by count, then member id), computed as one water-fill."""
+    span = slice(int(group.topic_start[t]), int(group.topic_start[t + 1]))
+    free = np.flatnonzero(owner[span] < 0) + span.start
+    if len(free) == 0:
+        return
+    base = counts[eligible]
+    added = _water_fill(base, len(free), tie=np.zeros(len(eligible), dtype=np.int64))
+    # The pick sequence sorts every (level, member id) slot a member fills: level first, then id.
+    levels = np.repeat(base, added) + _repeat_ranges(added)
+    takers = np.repeat(eligible, added)
+    owner[free] = takers[np.lexsort((takers, levels))]
+    counts[eligible] += added
+
+
+def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> np.ndarray:
+    """Units per member so that base + added is as level as possible; the level's remainder goes to the
+    members with the largest `tie`, then the lowest index."""
+    lo, hi = int(base.min()), int(base.min()) + units
+    while lo < hi:  # the highest level L with sum(max(0, L - base)) <= units
+        mid = (lo + hi + 1) // 2
+        if int(np.maximum(mid - base, 0).sum()) <= units:
+            lo = mid
+        else:
+            hi = mid - 1
+    added = np.maximum(lo - base, 0)
+    remainder = units - int(added.sum())
+    at_level = np.flatnonzero(base <= lo)
+    lucky = at_level[np.lexsort((at_level, -tie[at_level]))][:remainder]
+    added[lucky] += 1
+    return added
+
+
+def _level(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, owned: np.ndarray, t: int,
+           subscribers: np.ndarray) -> bool:
+    """Re-level topic t's partitions over its subscribers when one holding a partition of t has two or more
+    partitions more than another subscriber (the move performReassignments looks for); returns True if moved.
+
+    Holders keep what they can: the level's remainder goes to those holding most, and a holder gives up
+    partitions it did not own before first (stickiness), then its highest-numbered ones.
+    """
+    if len(subscribers) < 2:  # canTopicParticipateInReassignment
+        return False
+    span = slice(int(group.topic_start[t]), int(group.topic_start[t + 1]))
+    slot = np.full(len(group.members), -1, dtype=np.int64)
+    slot[subscribers] = np.arange(len(subscribers))
+    held = np.bincount(slot[owner[span]], minlength=len(subscribers))
+    c = counts[subscribers]
+    if c[held > 0].max(initial=0) - c.min() <= 1:
+        return False
+    new_held = _water_fill(c - held, int(held.sum()), tie=held)
+    give = held - new_held
+    # Which partitions each giver releases: not previously owned by it first, then highest partition first.
+    parts = np.arange(span.start, span.stop)
+    givers = slot[owner[span]]
+    rank = np.lexsort((-parts, owned[span] == owner[span], givers))
+    parts, givers = parts[rank], givers[rank]
+    first_of = np.searchsorted(givers, np.arange(len(subscribers)))
+    released = (np.arange(len(parts)) - first_of[givers]) < np.maximum(give, 0)[givers]
+    take = np.maximum(-give, 0)
+    owner[parts[released]] = subscribers[np.repeat(np.arange(len(subscribers)), take)]
+    counts[subscribers] += new_held - held
+    return True
