@@ -57,14 +57,24 @@ class Lake:
          .when_not_matched_insert_all()
          .execute())
 
+    def update(self, name: str, data: pa.Table, columns: list[str]) -> None:
+        """Set `columns` of existing rows matched on the table's keys (other columns keep their values)."""
+        if not data.num_rows:
+            return
+        spec = TABLES[name]
+        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+        (DeltaTable(self.path(name))
+         .merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
+         .when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns})
+         .execute())
+
     def read_arrow(self, name: str, filters: list[tuple[str, str, object]] | None = None) -> pa.Table:
         """The table's current snapshot as Arrow, optionally filtered (pyarrow filter tuples)."""
-        dataset = DeltaTable(self.path(name)).to_pyarrow_dataset()
-        expression = None
+        table = DeltaTable(self.path(name)).to_pyarrow_table().select(TABLES[name].schema.names)
+        table = table.cast(TABLES[name].schema)
         for column, op, value in filters or []:
-            term = _term(column, op, value)
-            expression = term if expression is None else expression & term
-        return dataset.to_table(filter=expression).cast(TABLES[name].schema)
+            table = table.filter(_term(column, op, value))
+        return table
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:
         """The table's current snapshot as a Spark DataFrame, read from the Delta log's file list."""

@@ -1,0 +1,153 @@
+"""Plan: one candidate assignment per group and strategy, computed by Spark one task per group.
+
+Extract the snapshot's members and partition counts, transform with `planner.assign` inside applyInPandas
+(the planner is pure, so each group plans independently and in parallel), load `plans`, `plan_metrics` and a
+`generations` row per group. Generation ids are allocated under the lake lock: they increase per group, are never
+reused, and a re-run of the same run id gets the same ids back, so MERGE makes it idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from jobs.config import Config
+from jobs.lake import Lake, rows_table
+from schemas.tables import PLANS
+
+
+def allocate_generations(lake: Lake, groups: Sequence[str], run_id: str, snapshot_id: str, trigger: str,
+                         parameters: Mapping[str, Any], created_at: datetime) -> dict[str, int]:
+    """Next generation id per group (max + 1), or the ids this run already holds; recorded as candidates."""
+    with lake.lock():
+        existing = lake.read_arrow("generations", [("group_id", "in", list(groups))]).to_pylist()
+        mine = {r["group_id"]: r["generation_id"] for r in existing if r["run_id"] == run_id}
+        latest: dict[str, int] = {}
+        for r in existing:
+            latest[r["group_id"]] = max(latest.get(r["group_id"], 0), r["generation_id"])
+        ids = {g: mine.get(g, latest.get(g, 0) + 1) for g in groups}
+        fresh = [g for g in groups if g not in mine]
+        lake.merge("generations", rows_table("generations", [
+            {"group_id": g, "generation_id": ids[g], "created_at": created_at, "trigger": trigger, "run_id": run_id,
+             "parameters": json.dumps(dict(parameters), sort_keys=True), "snapshot_id": snapshot_id,
+             "status": "candidate"} for g in fresh]))
+    return ids
+
+
+def compact_group(members: pd.DataFrame, counts: Mapping[str, int],
+                  weights: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+    """A group's snapshot rows in the planner's compact form; previous ownership is what members own now."""
+    subscribed = sorted({t for topics in members["topics"] for t in topics})
+    doc: dict[str, Any] = {"topics": {t: counts[t] for t in subscribed if t in counts}, "members": {}}
+    for row in members.itertuples(index=False):
+        owned = row.owned if len(row.owned) else row.assignment
+        generation = _value(row.kafka_generation)
+        doc["members"][row.member_id] = {
+            "topics": list(row.topics),
+            "owned": [[tp["topic"], int(tp["partition"])] for tp in owned],
+            "generation": None if generation is None else int(generation),
+            "group_instance_id": _value(row.group_instance_id), "rack": _value(row.rack),
+        }
+    doc["partition_weights"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
+    return doc
+
+
+def _value(cell: Any) -> Any:
+    """A pandas cell with its missing markers (None, NaN, NA) turned into None."""
+    return None if cell is None or pd.isna(cell) else cell
+
+
+def plan_rows(members: pd.DataFrame, strategies: Sequence[str], generation_id: int, counts: Mapping[str, int],
+              weights: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+    """Every strategy's candidate for one group as `plans` rows (the transform applied per group)."""
+    from planner import assign
+
+    group_id = members["group_id"].iloc[0]
+    members = members[members["member_id"] != ""].sort_values("member_id")
+    doc = compact_group(members, counts, weights)
+    current = {(tp["topic"], int(tp["partition"])): row.member_id
+               for row in members.itertuples(index=False) for tp in row.assignment}
+    frames = []
+    for strategy in strategies:
+        result = assign(strategy, doc)
+        revoked = {tp for tps in result.revoked.values() for tp in tps}
+        rows = [(topic, partition, member) for member, tps in result.target.items() for topic, partition in tps]
+        frame = pd.DataFrame(rows, columns=["topic", "partition", "member"])
+        frame["previous_member"] = [current.get((t, p)) for t, p, _ in rows]
+        frame["moved"] = frame["previous_member"].notna() & (frame["previous_member"] != frame["member"])
+        frame["phase"] = ["revoke" if (t, p) in revoked else "assign" for t, p, _ in rows]
+        frame["weight"] = [float(weights[t][p]) if t in weights and p < len(weights[t]) else 1.0 for t, p, _ in rows]
+        frame["strategy"] = strategy
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PLANS.schema.names)
+    out["generation_id"] = generation_id
+    out["group_id"] = group_id
+    return out[PLANS.schema.names].astype({"partition": "int32", "generation_id": "int64"})
+
+
+def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
+    """`plan_metrics` from the plans: count spread and max/mean load over all members, moves, stickiness."""
+    members = (snapshot.where(F.col("member_id") != "").groupBy("group_id")
+               .agg(F.countDistinct("member_id").alias("members")))
+    per_member = (plans.groupBy("generation_id", "group_id", "strategy", "member")
+                  .agg(F.count("*").alias("n"), F.sum("weight").alias("load")))
+    counts = (per_member.groupBy("generation_id", "group_id", "strategy")
+              .agg(F.max("n").alias("max_n"), F.min("n").alias("min_n"), F.count("member").alias("holders"),
+                   F.max("load").alias("max_load"), F.sum("load").alias("total_load")))
+    moves = (plans.groupBy("generation_id", "group_id", "strategy")
+             .agg(F.count("*").alias("partitions"), F.sum(F.col("moved").cast("int")).alias("partitions_moved"),
+                  F.count("previous_member").alias("owned_before")))
+    out = (counts.join(moves, ["generation_id", "group_id", "strategy"]).join(members, "group_id")
+           .withColumn("mean_load", F.col("total_load") / F.col("members"))
+           # A member with no partition has count 0, so the spread runs down to zero when anyone is idle.
+           .withColumn("count_spread", F.col("max_n") - F.when(F.col("holders") < F.col("members"), 0)
+                       .otherwise(F.col("min_n")))
+           .withColumn("max_mean_load", F.col("max_load") / F.col("mean_load"))
+           .withColumn("stickiness", F.when(F.col("owned_before") > 0,
+                                            1 - F.col("partitions_moved") / F.col("owned_before"))))
+    # The chosen candidate: best balance (lowest max/mean load), then fewest moves, then strategy name.
+    best = Window.partitionBy("generation_id", "group_id").orderBy("max_mean_load", "partitions_moved", "strategy")
+    return out.withColumn("chosen", F.row_number().over(best) == 1)
+
+
+def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "scheduled",
+        parameters: Mapping[str, Any] | None = None, weights: Mapping[str, Sequence[float]] | None = None,
+        created_at: datetime | None = None) -> dict[str, int]:
+    """Plan every group of snapshot `run_id` with each configured strategy; returns group -> generation id."""
+    lake = Lake(config.lake)
+    lake.create_all()
+    snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
+    groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
+    if not groups:
+        return {}
+    counts = {r.topic: r.partition_count for r in lake.read(spark, "topic_partitions")
+              .where(F.col("snapshot_id") == run_id).select("topic", "partition_count").distinct().collect()}
+    weights = dict(weights or {})
+    params = {"strategies": list(config.strategies), **(parameters or {})}
+    ids = allocate_generations(lake, groups, run_id, run_id, trigger, params, created_at or datetime.now(UTC))
+    strategies = list(config.strategies)
+    generation_of = F.create_map(*[x for g in groups for x in (F.lit(g), F.lit(ids[g]))])
+
+    def transform(members: pd.DataFrame) -> pd.DataFrame:
+        return plan_rows(members, strategies, int(members["generation_id"].iloc[0]), counts, weights)
+
+    plans = (snapshot.withColumn("generation_id", generation_of[F.col("group_id")])
+             .groupBy("group_id").applyInPandas(transform, schema=from_arrow_schema(PLANS.schema))
+             .cache())
+    lake.merge("plans", plans.toArrow())
+    plan_metrics = metrics(plans, snapshot)
+    lake.merge("plan_metrics", plan_metrics.toArrow())
+    chosen = {r.group_id: r.strategy for r in plan_metrics.where("chosen").select("group_id", "strategy").collect()}
+    lake.update("generations", rows_table("generations", [
+        {"group_id": g, "generation_id": ids[g], "chosen_strategy": chosen.get(g)} for g in groups]),
+                ["chosen_strategy"])
+    plans.unpersist()
+    return ids
+
