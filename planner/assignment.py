@@ -14,6 +14,7 @@ from planner.assignors import load, owners_from, protocol_of
 from planner.group import GroupSpec, from_snapshot, is_snapshot, parse_group
 
 Assignment = dict[str, list[tuple[str, int]]]
+MAX_FOLLOW_UP_ROUNDS = 8  # a cooperative group that still revokes after this many rebalances is reported as is
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class OwnerArrays:
     target: np.ndarray
     revoked: np.ndarray  # bool per ownership claim of `group`: the claimant does not get that partition now
     elapsed_ms: float
+    rounds: int  # rebalances until `target` (1 for eager strategies)
 
 
 def assign_arrays(strategy: str, group: GroupSpec) -> OwnerArrays:
@@ -58,11 +60,19 @@ def assign_arrays(strategy: str, group: GroupSpec) -> OwnerArrays:
     owner = owners_from(group, assignor.assign(group))
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     revoked = owner[group.claim_partition] != group.claim_member
-    target = owner
+    target, rounds = owner, 1
     if protocol_of(assignor) == "cooperative":
-        # KIP-429: what was revoked now is handed out by the rebalance the revoking members trigger next.
-        target = owners_from(group, assignor.assign(next_round(group, owner)))
-    return OwnerArrays(group, owner, target, revoked, elapsed_ms)
+        # KIP-429: a member that revoked something rejoins at once, so the group rebalances again until an
+        # assignment withholds nothing; the target is what members hold then.
+        while rounds <= MAX_FOLLOW_UP_ROUNDS:
+            follow_up = next_round(group, target)
+            nxt = owners_from(group, assignor.assign(follow_up))
+            rounds += 1
+            if not np.any(nxt[follow_up.claim_partition] != follow_up.claim_member):
+                target = nxt
+                break
+            target = nxt
+    return OwnerArrays(group, owner, target, revoked, elapsed_ms, rounds)
 
 
 def next_round(group: GroupSpec, owner: np.ndarray) -> GroupSpec:

@@ -44,7 +44,10 @@ def load(strategy: str) -> Assignor:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"cannot load assignor {strategy!r}: {e}") from e
-    assignor = cls()
+    try:
+        assignor = cls()
+    except TypeError as e:
+        raise ValueError(f"cannot build assignor {strategy!r} with no arguments: {e}") from e
     if not callable(getattr(assignor, "assign", None)):
         raise ValueError(f"assignor {strategy!r} has no assign(group) method")
     return assignor

@@ -118,15 +118,21 @@ def _general_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
     sub = group.subscribed_matrix()
     topic = group.topic_of(np.arange(group.num_partitions))
     # assignOwnedPartitions: a claim survives only while its owner still subscribes to the topic.
-    owner = np.where((owned >= 0) & sub[np.maximum(owned, 0), topic], owned, -1).astype(np.int32)
+    valid = (owned >= 0) & sub[np.maximum(owned, 0), topic]
+    revocation_required = bool(np.any((owned >= 0) & ~valid))
+    owner = np.where(valid, owned, -1).astype(np.int32)
     counts = np.bincount(owner[owner >= 0], minlength=len(group.members)).astype(np.int64)
     subscribers = [np.flatnonzero(sub[:, t]) for t in range(len(group.topics))]
     # TopicComparator: topics with fewer potential consumers first, then by name (ids are name-ordered).
     order = sorted(np.flatnonzero(subscribed_topics(group)).tolist(), key=lambda t: (len(subscribers[t]), t))
     for t in order:
         _assign_unassigned(group, owner, counts, t, subscribers[t])
-    while any([_level(group, owner, counts, owned, t, subscribers[t]) for t in order]):
-        pass  # each pass strictly lowers sum(counts**2), so this ends; usually after one or two passes
+    # balance(): "if we don't already need to revoke something due to subscription changes, first try to
+    # balance by only moving newly added partitions", then move any. Each pass strictly lowers sum(counts**2),
+    # so both loops end, usually after one or two passes.
+    for fresh_only in ([True, False] if not revocation_required else [False]):
+        while any([_level(group, owner, counts, owned, t, subscribers[t], fresh_only) for t in order]):
+            pass
     return owner
 
 
@@ -166,9 +172,10 @@ def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> np.ndarray:
 
 
 def _level(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, owned: np.ndarray, t: int,
-           subscribers: np.ndarray) -> bool:
-    """Re-level topic t's partitions over its subscribers when one holding a partition of t has two or more
-    partitions more than another subscriber (the move performReassignments looks for); returns True if moved.
+           subscribers: np.ndarray, fresh_only: bool) -> bool:
+    """Re-level topic t's movable partitions over its subscribers when one holding such a partition has two
+    or more partitions more than another subscriber (the move performReassignments looks for); returns True
+    if anything moved. Movable: all of t's partitions, or with `fresh_only` those not owned by their holder.
 
     Holders keep what they can: the level's remainder goes to those holding most, and a holder gives up
     partitions it did not own before first (stickiness), then its highest-numbered ones.
@@ -176,18 +183,19 @@ def _level(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, owned: np.nd
     if len(subscribers) < 2:  # canTopicParticipateInReassignment
         return False
     span = slice(int(group.topic_start[t]), int(group.topic_start[t + 1]))
+    movable = owned[span] != owner[span] if fresh_only else np.ones(span.stop - span.start, dtype=bool)
     slot = np.full(len(group.members), -1, dtype=np.int64)
     slot[subscribers] = np.arange(len(subscribers))
-    held = np.bincount(slot[owner[span]], minlength=len(subscribers))
+    held = np.bincount(slot[owner[span][movable]], minlength=len(subscribers))
     c = counts[subscribers]
     if c[held > 0].max(initial=0) - c.min() <= 1:
         return False
     new_held = _water_fill(c - held, int(held.sum()), tie=held)
     give = held - new_held
     # Which partitions each giver releases: not previously owned by it first, then highest partition first.
-    parts = np.arange(span.start, span.stop)
-    givers = slot[owner[span]]
-    rank = np.lexsort((-parts, owned[span] == owner[span], givers))
+    parts = np.arange(span.start, span.stop)[movable]
+    givers = slot[owner[parts]]
+    rank = np.lexsort((-parts, owned[parts] == owner[parts], givers))
     parts, givers = parts[rank], givers[rank]
     first_of = np.searchsorted(givers, np.arange(len(subscribers)))
     released = (np.arange(len(parts)) - first_of[givers]) < np.maximum(give, 0)[givers]

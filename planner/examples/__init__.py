@@ -1,0 +1,1 @@
+"""Example plug-in assignors, loadable with `--strategy planner.examples.<module>:<Class>`."""
