@@ -139,3 +139,14 @@ def test_empty_inputs() -> None:
     assert murmur2_many([]).tolist() == []
     assert partitions_for_keys(pa.array([], pa.binary()), 3).tolist() == []
     assert partitions_for_keys([b"", b""], 3).tolist() == [partition_for_key(b"", 3)] * 2
+
+
+def test_cli_hash_prints_key_hash_partition(capsys: pytest.CaptureFixture[str]) -> None:
+    from jobs.cli import main
+
+    assert main(["hash", "--partitions", "12", "21", "foobar"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["21\t-973932308\t0", "foobar\t-790332482\t6"]
+    assert main(["hash", "--partitions", "50", "--partitioner", "sarama", "--hex", "31343638353039353732323234"]) == 0
+    assert capsys.readouterr().out == "31343638353039353732323234\t2147483648\t48\n"
+    assert main(["hash", "--partitions", "3", "--partitioner", "java", "k"]) == 2
+    assert "unknown partitioner 'java'" in capsys.readouterr().err
