@@ -148,7 +148,7 @@ def test_every_truncation_is_rejected(cut: int) -> None:
 
 def test_truncated_assignment_and_user_data() -> None:
     raw = encode_assignment(Assignment(OWNED))
-    with pytest.raises(ProtocolError, match=r"count of array assigned_partitions\[1\].partitions .* got 1 at byte offset 35"):
+    with pytest.raises(ProtocolError, match=r"assigned_partitions\[1\].partitions .* got 1 at byte offset 35"):
         decode_assignment(raw[:41])
     with pytest.raises(ProtocolError, match="StickyAssignor user data"):
         decode_sticky_user_data(b"\x00\x00\x00\x01\x00")
