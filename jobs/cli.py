@@ -31,6 +31,95 @@ def _assign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_snapshot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("snapshot", help="pull consumer-group snapshots (and key samples) from a live Kafka cluster")
+    p.add_argument("--bootstrap-servers", help="HOST:PORT[,...]; default REBALANCE_KAFKA_BOOTSTRAP_SERVERS")
+    p.add_argument("--group", default="*", help="glob of group ids; '*' (default) = every group with members")
+    p.add_argument("--sample-topics", default="", help="comma-separated topics to sample keys from")
+    p.add_argument("--sample-records", type=int, default=1000, help="last N records per partition to sample")
+    p.add_argument("--output", required=True, help="snapshot file (JSON array; JSON lines if it ends in .jsonl); "
+                                                    "samples go next to it as <stem>.key_samples.parquet")
+    p.set_defaults(func=_snapshot)
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from jobs.kafka_settings import KafkaSettingsError, from_env
+    from jobs.kafka_source import KafkaSourceError, pull_snapshots, sample_keys, write_key_samples, write_snapshots
+
+    try:
+        settings = from_env(bootstrap_servers=args.bootstrap_servers)
+        if settings is None:
+            raise KafkaSettingsError("no Kafka configured: pass --bootstrap-servers or set "
+                                     "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID")
+        documents = pull_snapshots(settings, group_pattern=args.group)
+        topics = [t.strip() for t in args.sample_topics.split(",") if t.strip()]
+        samples = sample_keys(settings, topics, args.sample_records) if topics else None
+    except (KafkaSettingsError, KafkaSourceError) as exc:
+        print(f"rebalance snapshot: error: {exc}", file=sys.stderr)
+        return 2
+    output = Path(args.output)
+    if samples is not None:
+        write_key_samples(samples, output.with_name(f"{output.stem}.key_samples.parquet"))
+    write_snapshots(documents, output)
+    print(f"{len(documents)} group snapshots -> {output}"
+          + (f"; {samples.num_rows} key samples" if samples is not None else ""))
+    return 0
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the whole pipeline once without Airflow: ingest, plan, gate, publish")
+    p.add_argument("--snapshots", help="snapshot files: a path, directory or glob (default $REBALANCE_SNAPSHOTS)")
+    p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.add_argument("--run-id", help="run id (default manual__<now>); re-using one rewrites the same rows")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from jobs import pipeline, publish
+    from jobs.config import Config
+
+    config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
+    result = pipeline.run(config, args.run_id or pipeline.new_run_id())
+    print(f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
+          f"{len(result.ingest.quarantined)} inputs quarantined")
+    for source, reason in result.ingest.quarantined:
+        print(f"  quarantined {source}: {reason}")
+    print(publish.format_report(result.report))
+    return 0 if all(r["status"] == "approved" for r in result.report) else 1
+
+
+def _add_sql(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sql", help="run Spark SQL over the lake's tables (views named after the tables)")
+    p.add_argument("query", help='e.g. "SELECT group_id, generation_id, status FROM generations"')
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.add_argument("--limit", type=int, default=100, help="rows to print (default 100)")
+    p.set_defaults(func=_sql)
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.history import query
+
+    print(query(Config.from_env(lake=args.lake), args.query, args.limit))
+    return 0
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the nightly DAG once with `airflow dags test` on the bundled snapshots")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.demo import run_demo
+
+    return run_demo(Config.from_env(lake=args.lake))
+
+
 def _add_hash(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hash", help="print each key's hash and partition as a producer's partitioner computes them")
     p.add_argument("--partitions", type=int, required=True, help="partition count of the topic")
@@ -62,7 +151,7 @@ def _hash(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_assign, _add_hash):
+    for add in (_add_assign, _add_snapshot, _add_run, _add_sql, _add_demo, _add_hash):
         add(sub)
     return parser
 

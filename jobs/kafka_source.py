@@ -199,7 +199,7 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
         raise UnknownTopicError(f"{action}: unknown topic or partition at {where}: {exc}") from exc
     except ke.GroupIdNotFoundError as exc:
         raise UnknownGroupError(f"{action}: unknown group at {where}: {exc}") from exc
-    except (ke.NoBrokersAvailable, ke.KafkaConnectionError) as exc:
+    except (ke.NodeNotReadyError, ke.KafkaConnectionError) as exc:
         raise BrokerUnreachableError(f"{action}: cannot reach {where}: {exc}") from exc
     except ke.KafkaTimeoutError as exc:
         if "bootstrap" in str(exc):
@@ -266,19 +266,43 @@ def _member_document(member: Any, group: Any) -> dict[str, Any]:
         return doc | _raw("metadata_raw", member.member_metadata) | _raw("assignment_raw", member.member_assignment)
     try:
         sub = protocol.decode_subscription(member.member_metadata)
-        doc.update(topics=list(sub.topics), owned=[[t, p] for t, p in sub.owned_partitions],
-                   rack=sub.rack, generation=sub.generation_id if sub.generation_id >= 0 else None)
+        owned, generation = _ownership(protocol_name, sub)
+        doc.update(topics=list(sub.topics), owned=owned, rack=sub.rack_id, generation=generation)
         doc |= _raw("subscription_user_data", sub.user_data)
-    except (ValueError, EOFError) as exc:  # custom wire format: keep the bytes, do not fail the pull
+    except ValueError as exc:  # protocol.ProtocolError: a custom wire format; keep the bytes, do not fail
         doc |= _raw("metadata_raw", member.member_metadata) | {"decode_error": str(exc)}
     if member.member_assignment:
         try:
             assignment = protocol.decode_assignment(member.member_assignment)
-            doc["assignment"] = [[t, p] for t, p in assignment.partitions]
+            doc["assignment"] = _flat(assignment.partitions)
             doc |= _raw("assignment_user_data", assignment.user_data)
-        except (ValueError, EOFError) as exc:
+        except ValueError as exc:
             doc |= _raw("assignment_raw", member.member_assignment) | {"decode_error": str(exc)}
     return doc
+
+
+def _ownership(protocol_name: str | None, sub: Any) -> tuple[list[list[Any]], int | None]:
+    """Owned partitions and generation as Kafka's AbstractStickyAssignor.memberData reads them (3.5+).
+
+    Subscription v1+ fields win; otherwise sticky carries them in its user data (StickyAssignor
+    deserializeTopicPartitionAssignment) and cooperative-sticky its generation (CooperativeStickyAssignor).
+    """
+    from planner import protocol
+
+    owned = _flat(sub.owned_partitions)
+    generation = sub.generation_id if sub.generation_id >= 0 else None
+    with contextlib.suppress(ValueError):  # unreadable user data: Kafka ignores it too
+        if protocol_name == "sticky" and sub.user_data and not owned:
+            data = protocol.decode_sticky_user_data(sub.user_data)
+            owned = _flat(data.previous_assignment)
+            generation = data.generation if generation is None else generation
+        elif protocol_name == "cooperative-sticky" and sub.user_data and generation is None:
+            generation = protocol.decode_cooperative_user_data(sub.user_data)
+    return owned, generation if generation is not None and generation >= 0 else None
+
+
+def _flat(tps: Any) -> list[list[Any]]:
+    return [[t, p] for t, ps in tps for p in ps]
 
 
 def _raw(name: str, data: bytes | None) -> dict[str, str]:
