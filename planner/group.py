@@ -57,19 +57,15 @@ class GroupSpec:
     def subscribed_matrix(self) -> np.ndarray:
         """bool[M, T]: member m subscribes to topic t."""
         sub = np.zeros((len(self.members), len(self.topics)), dtype=bool)
-        for m, ts in enumerate(self.subscriptions):
-            sub[m, ts] = True
+        member, topic = self.subscription_pairs()
+        sub[member, topic] = True
         return sub
 
-    def partition_subscribers(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per topic, the members subscribing to it: (offsets int64[T+1], member ids int32) in CSR layout."""
-        counts = np.zeros(len(self.topics) + 1, dtype=np.int64)
-        pairs_t = np.concatenate([ts for ts in self.subscriptions]) if self.members else np.empty(0, np.int32)
-        pairs_m = np.repeat(np.arange(len(self.members), dtype=np.int32),
-                            [len(ts) for ts in self.subscriptions])
-        order = np.lexsort((pairs_m, pairs_t))
-        np.add.at(counts, pairs_t.astype(np.int64) + 1, 1)
-        return np.cumsum(counts), pairs_m[order]
+    def subscription_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every (member id, topic id) subscription as two flat arrays, member-major."""
+        member = np.repeat(np.arange(len(self.members), dtype=np.int64), [len(s) for s in self.subscriptions])
+        topic = np.concatenate([np.empty(0, np.int32), *self.subscriptions]).astype(np.int64)
+        return member, topic
 
 
 def _int(value: Any, what: str) -> int:
@@ -187,8 +183,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 def subscribed_topics(group: GroupSpec) -> np.ndarray:
     """bool[T]: some member subscribes to topic t (Kafka's partitionsPerTopic holds exactly these topics)."""
     mask = np.zeros(len(group.topics), dtype=bool)
-    for ts in group.subscriptions:
-        mask[ts] = True
+    mask[group.subscription_pairs()[1]] = True
     return mask
 
 

@@ -101,8 +101,8 @@ def balanced(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> li
     max_owner = np.full(len(spec.topics), -1, dtype=np.int64)
     np.maximum.at(max_owner, topics, counts[members])
     min_subscriber = np.full(len(spec.topics), np.iinfo(np.int64).max, dtype=np.int64)
-    for m, ts in enumerate(spec.subscriptions):
-        np.minimum.at(min_subscriber, ts, counts[m])
+    sub_member, sub_topic = spec.subscription_pairs()
+    np.minimum.at(min_subscriber, sub_topic, counts[sub_member])
     for t in np.flatnonzero(max_owner - min_subscriber >= 2).tolist():
         owner = int(members[topics == t][np.argmax(counts[members[topics == t]])])
         taker = min((m for m, ts in enumerate(spec.subscriptions) if t in ts), key=lambda m: (counts[m], m))

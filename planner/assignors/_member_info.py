@@ -27,9 +27,8 @@ def member_info_rank(group: GroupSpec) -> np.ndarray:
 def subscribers_by_rank(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:
     """Per topic, its subscribers in MemberInfo order: (offsets int64[T+1], member ids int32), CSR layout."""
     rank = member_info_rank(group)
-    topic = np.concatenate(group.subscriptions) if group.members else np.empty(0, np.int32)
-    member = np.repeat(np.arange(len(group.members), dtype=np.int32), [len(s) for s in group.subscriptions])
+    member, topic = group.subscription_pairs()
     order = np.lexsort((rank[member], topic))
     offsets = np.zeros(len(group.topics) + 1, dtype=np.int64)
     np.cumsum(np.bincount(topic, minlength=len(group.topics)), out=offsets[1:])
-    return offsets, member[order]
+    return offsets, member[order].astype(np.int32)

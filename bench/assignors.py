@@ -1,0 +1,122 @@
+"""Assignor benchmark: time and peak memory on Kafka's largest sticky tests and a 10,000-member group.
+
+Cases (AbstractStickyAssignorTest.testLargeAssignmentAndGroupWithUniformSubscription and
+...WithNonEqualSubscription: 500 topics x 2,000 partitions, 2,000 members, the last one subscribed to a single
+topic in the non-equal case), each (i) fresh and (ii) the next round: every member keeps what it was given,
+except that member 0 lost its data (as in Kafka's test), 5% of members leave and as many new ones join.
+Plus 10,000 members over 100 topics x 1,000 partitions. Prints one row per (case, round, strategy):
+milliseconds of the assignment itself (median of --repeat runs), peak traced memory of one assignment, the
+follow-up rounds of cooperative-sticky, and partitions moved. Run: `python bench/assignors.py [--quick]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import resource
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from planner.assignment import assign_arrays, by_member
+from planner.group import GroupSpec, parse_group
+from planner.invariants import check_plan
+
+STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+
+def fresh_group(topics: int, partitions: int, members: int, single_topic_member: bool) -> GroupSpec:
+    """Kafka's test input: topic{i}, consumer{i}; optionally the last member subscribes to the first topic only."""
+    names = [f"topic{i:03d}" for i in range(topics)]
+    subs = {f"consumer{i:05d}": {"topics": names} for i in range(members)}
+    if single_topic_member:
+        subs[f"consumer{members - 1:05d}"] = {"topics": names[:1]}
+    return parse_group({"topics": dict.fromkeys(names, partitions), "members": subs})
+
+
+def next_round(group: GroupSpec, owner: np.ndarray, churn: float, generation: int = 1) -> GroupSpec:
+    """Members rejoin owning what `owner` gave them; member 0 lost its data; `churn` of them leave, as many join."""
+    n = len(group.members)
+    leaving = set(range(1, n, max(1, round(1 / churn)))) if churn else set()
+    stay = [m for m in range(n) if m not in leaving]
+    new_index = np.full(n, -1, dtype=np.int64)
+    new_index[stay] = np.arange(len(stay))
+    parts = np.flatnonzero(owner >= 0)
+    holders = owner[parts]
+    keep = (holders != 0) & (new_index[holders] >= 0)
+    joiners = [f"joiner{i:05d}" for i in range(len(leaving))]
+    members = tuple(group.members[m] for m in stay) + tuple(joiners)
+    order = np.argsort(np.asarray(members, dtype=object), kind="stable")  # members are kept name-sorted
+    rename = np.empty(len(members), dtype=np.int64)
+    rename[order] = np.arange(len(members))
+    pick = lambda values, fill: tuple(  # noqa: E731 - reorder per-member tuples the same way
+        ([values[m] for m in stay] + [fill(i) for i in range(len(joiners))])[i] for i in order)
+    claim_member = rename[new_index[holders[keep]]].astype(np.int32)
+    claim_partition = parts[keep]
+    sort = np.lexsort((claim_partition, claim_member))
+    return dataclasses.replace(
+        group, members=tuple(members[i] for i in order),
+        subscriptions=pick(group.subscriptions, lambda i: group.subscriptions[0]),
+        unknown_topics=pick(group.unknown_topics, lambda i: ()),
+        group_instance_ids=pick(group.group_instance_ids, lambda i: None),
+        racks=pick(group.racks, lambda i: None),
+        generations=np.where(np.arange(len(members)) == rename[new_index[0]], -1, generation).astype(np.int64)
+        if new_index[0] >= 0 else np.full(len(members), generation, dtype=np.int64),
+        claim_member=claim_member[sort], claim_partition=claim_partition[sort])
+
+
+def measure(strategy: str, group: GroupSpec, repeat: int) -> dict:
+    """Median assignment time, traced peak of one more run, follow-up time and rounds, partitions moved."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = assign_arrays(strategy, group)
+        times.append((result.elapsed_ms, (time.perf_counter() - start) * 1000.0))
+    tracemalloc.start()
+    assign_arrays(strategy, group)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    problems = check_plan(group, result.assignment, balance="sticky" in strategy,
+                          target=result.target if strategy == "cooperative-sticky" else None)
+    start = time.perf_counter()
+    by_member(group, np.flatnonzero(result.assignment >= 0), result.assignment[result.assignment >= 0])
+    naming_ms = (time.perf_counter() - start) * 1000.0
+    claims_kept = result.target[group.claim_partition] == group.claim_member
+    return {"ms": statistics.median(t[0] for t in times), "total_ms": statistics.median(t[1] for t in times),
+            "peak_mb": peak / 2**20, "rounds": result.rounds, "naming_ms": naming_ms,
+            "moved": int(np.count_nonzero(~claims_kept)), "ok": not problems, "owner": result.target}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one run per row instead of three")
+    args = parser.parse_args()
+    repeat = 1 if args.quick else 3
+    cases = [
+        ("kafka-large uniform", 500, 2000, 2000, False),
+        ("kafka-large non-equal", 500, 2000, 2000, True),
+        ("10k members uniform", 100, 1000, 10000, False),
+        ("10k members non-equal", 100, 1000, 10000, True),
+    ]
+    print("| case | round | strategy | partitions | members | assign ms | incl. follow-up ms | rounds "
+          "| peak MB | naming ms | moved | invariants |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, topics, partitions, members, single in cases:
+        fresh = fresh_group(topics, partitions, members, single)
+        for strategy in STRATEGIES:
+            for round_name in ("fresh", "next"):
+                group = fresh
+                if round_name == "next":
+                    group = next_round(fresh, assign_arrays(strategy, fresh).target, churn=0.05)
+                r = measure(strategy, group, repeat)
+                print(f"| {name} | {round_name} | {strategy} | {group.num_partitions:,} | {len(group.members):,} "
+                      f"| {r['ms']:.0f} | {r['total_ms']:.0f} | {r['rounds']} | {r['peak_mb']:.0f} "
+                      f"| {r['naming_ms']:.0f} | {r['moved']:,} | {'ok' if r['ok'] else 'VIOLATED'} |",
+                      flush=True)
+    print(f"\nprocess peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
