@@ -21,13 +21,31 @@ def _add_assign(sub: argparse._SubParsersAction) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
+    """Print the assignment, target, revocations and timing; a file of several snapshots prints one line each."""
     from planner import assign
 
     with open(args.snapshot, encoding="utf-8") as f:
-        group = json.load(f)
-    result = assign(args.strategy, group)
-    json.dump(result.to_json(), sys.stdout)
-    sys.stdout.write("\n")
+        text = f.read()
+    try:
+        doc = json.loads(text)
+        groups = doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError:
+        try:  # the snapshot-file contract also allows JSON lines
+            groups = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as e:
+            print(f"rebalance assign: {args.snapshot} is not JSON: {e}", file=sys.stderr)
+            return 2
+    for group in groups:
+        try:
+            result = assign(args.strategy, group)
+        except ValueError as e:
+            print(f"rebalance assign: {args.snapshot}: {e}", file=sys.stderr)
+            return 2
+        out = result.to_json()
+        if len(groups) > 1 and isinstance(group, dict) and "group_id" in group:
+            out = {"group_id": group["group_id"], **out}
+        json.dump(out, sys.stdout)
+        sys.stdout.write("\n")
     return 0
 
 

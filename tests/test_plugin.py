@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -77,3 +78,23 @@ def test_plugin_naming_unknown_members_or_partitions_is_rejected(tmp_path: Path,
             assign("bad_assignors:Twice", GROUP)
     finally:
         sys.modules.pop("bad_assignors", None)
+
+
+def test_cli_assign_loads_a_plugin_and_prints_the_issue_json(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from jobs.cli import main
+
+    path = tmp_path / "group.json"
+    path.write_text(json.dumps(GROUP))
+    assert main(["assign", "--strategy", RANDOM, str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"assignment", "target", "revoked", "elapsed_ms"}
+    assert out["assignment"] == {m: [list(tp) for tp in ps] for m, ps in assign(RANDOM, GROUP).assignment.items()}
+
+
+def test_cli_assign_rejects_bad_input_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from jobs.cli import main
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"topics": {"t": 1}, "members": {"m": {"topics": "t"}}}))
+    assert main(["assign", "--strategy", "sticky", str(path)]) == 2
+    assert "members['m'].topics must be a list" in capsys.readouterr().err
