@@ -55,7 +55,7 @@ def validate(frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE) -> list[di
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=suite["name"], data=batch, suite=gx_suite))
     outcome = definition.run(batch_parameters={"dataframe": frame}, result_format={
-        "result_format": "COMPLETE", "unexpected_index_column_names": ["generation_id", "group_id"]})
+        "result_format": "COMPLETE", "unexpected_index_column_names": PLAN_KEY})
     return [{"expectation": _name(r.expectation_config.type, r.expectation_config.kwargs),
              "success": bool(r.success), "element_count": r.result.get("element_count"),
              "unexpected": r.result.get("unexpected_index_list") or []} for r in outcome.results]

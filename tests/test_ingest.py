@@ -1,0 +1,112 @@
+"""Ingest from snapshot files into a temporary lake: good groups land, bad input is quarantined whole."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jobs import ingest
+from jobs.config import Config
+
+NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+DEMO = Path(ingest.__file__).with_name("demo_data")
+
+
+def group(group_id: str, **extra) -> dict:
+    return {"group_id": group_id, "topics": {"orders": 3}, "generation": 2,
+            "members": [{"member_id": f"{group_id}-m1", "topics": ["orders"], "assignment": [["orders", 0]]},
+                        {"member_id": f"{group_id}-m2", "topics": ["orders"], "assignment": [["orders", 1]]}],
+            "offsets": [{"topic": "orders", "partition": 0, "committed": 5, "end": 9}], **extra}
+
+
+def run(lake, pattern, run_id="run-1") -> ingest.IngestResult:
+    return ingest.run(Config(lake=str(lake.root), snapshots=str(pattern)), run_id, received_at=NOW)
+
+
+def test_demo_snapshots_land_in_the_lake_and_the_truncated_file_in_quarantine(lake):
+    result = run(lake, DEMO)
+    assert sorted(result.groups) == ["audit-archiver", "clickstream-etl", "inventory", "payments", "shipping"]
+    assert [Path(source).name for source, _ in result.quarantined] == ["billing-truncated.json"]
+    snapshots = lake.read_arrow("snapshots").to_pylist()
+    assert len(snapshots) == 3 + 3 + 2 + 3 + 1
+    payments = {r["member_id"]: r for r in snapshots if r["group_id"] == "payments"}
+    member = payments["payments-1-4b1c2f"]
+    assert member["kafka_generation"] == 41 and member["rack"] == "az1" and member["source"] == "file"
+    assert member["captured_at"] == datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+    assert member["owned"][:2] == [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 1}]
+    shipping = [r for r in snapshots if r["group_id"] == "shipping"]
+    assert sorted(r["group_instance_id"] for r in shipping) == ["ship-east", "ship-west"]
+    partitions = lake.read_arrow("topic_partitions").to_pylist()
+    assert {(r["topic"], r["partition_count"]) for r in partitions} >= {("orders", 12), ("refunds", 4), ("audit", 2)}
+    assert len([r for r in partitions if r["topic"] == "orders"]) == 12
+    offsets = {(r["group_id"], r["topic"], r["partition"]): r for r in lake.read_arrow("partition_offsets").to_pylist()}
+    assert offsets[("payments", "orders", 0)]["lag"] == 250
+    (quarantined,) = lake.read_arrow("quarantine").to_pylist()
+    assert quarantined["error"].startswith("invalid JSON")
+    assert quarantined["raw_payload"] == (DEMO / "billing-truncated.json").read_text()
+
+
+def test_one_bad_group_never_stops_the_others(lake, tmp_path):
+    bad = group("bad")
+    bad["members"][1]["member_id"] = "bad-m1"
+    (tmp_path / "groups.json").write_text(json.dumps([group("good-1"), bad, group("good-2")]))
+    result = run(lake, tmp_path / "*.json")
+    assert result.groups == ["good-1", "good-2"]
+    (row,) = lake.read_arrow("quarantine").to_pylist()
+    assert row["source"].endswith("groups.json[1]")
+    assert row["error"] == "members[1].member_id: duplicate member id 'bad-m1' (also members[0])"
+    assert json.loads(row["raw_payload"]) == bad
+
+
+def test_json_lines_keep_good_lines_and_quarantine_the_broken_one(lake, tmp_path):
+    lines = [json.dumps(group("a")), '{"group_id": "b", "topics": {', json.dumps(group("c"))]
+    (tmp_path / "groups.jsonl").write_text("\n".join(lines) + "\n")
+    result = run(lake, tmp_path / "groups.jsonl")
+    assert result.groups == ["a", "c"]
+    (row,) = lake.read_arrow("quarantine").to_pylist()
+    assert row["source"].endswith("groups.jsonl:2") and row["error"].startswith("line 2: invalid JSON")
+    assert row["raw_payload"] == lines[1]
+
+
+def test_an_unreadable_file_is_quarantined_whole(lake, tmp_path):
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe{not json")
+    (tmp_path / "ok.json").write_text(json.dumps(group("ok")))
+    result = run(lake, tmp_path)
+    assert result.groups == ["ok"]
+    (row,) = lake.read_arrow("quarantine").to_pylist()
+    assert row["error"].startswith("file is not UTF-8 text: byte 0")
+    assert row["raw_payload"].startswith("\\xff\\xfe{not json")
+
+
+def test_a_topic_with_two_partition_counts_in_one_snapshot_rejects_the_later_group(lake, tmp_path):
+    other = group("later")
+    other["topics"]["orders"] = 6
+    (tmp_path / "a.json").write_text(json.dumps([group("first"), other]))
+    result = run(lake, tmp_path / "a.json")
+    assert result.groups == ["first"]
+    assert result.quarantined[0][1] == "topics.orders: 6 partitions here, but 3 in group 'first' of the same snapshot"
+
+
+def test_rerunning_the_same_run_writes_no_duplicates(lake):
+    run(lake, DEMO)
+    counts = {name: lake.read_arrow(name).num_rows for name in ("snapshots", "topic_partitions", "quarantine")}
+    run(lake, DEMO)
+    assert {name: lake.read_arrow(name).num_rows for name in counts} == counts
+    run(lake, DEMO, run_id="run-2")
+    assert lake.read_arrow("snapshots").num_rows == 2 * counts["snapshots"]
+
+
+def test_an_empty_group_is_recorded_with_its_state(lake, tmp_path):
+    (tmp_path / "empty.json").write_text(json.dumps({"group_id": "idle", "state": "Empty", "topics": {},
+                                                     "members": []}))
+    run(lake, tmp_path / "empty.json")
+    (row,) = lake.read_arrow("snapshots").to_pylist()
+    assert (row["group_id"], row["member_id"], row["state"]) == ("idle", "", "Empty")
+
+
+def test_no_matching_files_is_a_clear_error(lake, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no snapshot files match"):
+        run(lake, tmp_path / "missing-*.json")
