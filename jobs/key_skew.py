@@ -1,0 +1,350 @@
+"""Key skew: how unevenly a topic's keys load its partitions today and at what-if partition counts.
+
+Extract key samples (jobs.key_skew_input) and each topic's partition count; transform in Spark with the
+vectorized hashing of `planner.hashing` inside mapInArrow (jobs.key_skew_arrow), then small DataFrame steps for
+shares, Gini, hot keys, the recommended count and the partitioner fingerprint; load `key_skew`,
+`key_skew_summary`, `key_skew_hot_keys` and `key_skew_fingerprint` by MERGE on the run id, so a rerun replaces
+its own rows. `partition_weights` hands today's per-partition loads to the plan job.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from jobs.config import Config
+from jobs.key_skew_arrow import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
+from jobs.key_skew_input import read_samples
+from jobs.lake import Lake
+from planner.partitioners import PARTITIONERS, get_partitioner
+from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
+
+JAVA_PARTITIONER = "murmur2"
+ARROW_BATCH_ROWS = 100_000  # larger Arrow batches than Spark's 10 000 default: fewer JVM <-> Python round trips
+
+
+@dataclass(frozen=True)
+class SkewOptions:
+    """What to measure; every field has a default so the nightly run needs none."""
+
+    partitions: Mapping[str, int] | None = None  # topic -> current count; None: the run's topic_partitions
+    partitioner: str = JAVA_PARTITIONER  # default for every topic
+    partitioners: Mapping[str, str] = field(default_factory=dict)  # per-topic overrides
+    what_if: tuple[int, ...] = ()
+    top_keys: int = 10
+    input: str | None = None  # Parquet or Delta path; None: the lake's key_samples
+    columns: Mapping[str, str] = field(default_factory=dict)  # standard column -> input column
+    sample_id: str | None = None  # with input None: this sample set instead of the latest one
+    java_threshold: float = 0.99  # murmur2 must explain this share of observed records to be Java-compatible
+
+
+@dataclass(frozen=True)
+class SkewResult:
+    """The four result frames of one run (loaded into the lake under the same names)."""
+
+    key_skew: DataFrame
+    summary: DataFrame
+    hot_keys: DataFrame
+    fingerprint: DataFrame
+
+
+def topic_plans(counts: Mapping[str, int], options: SkewOptions) -> dict[str, TopicPlan]:
+    """Each topic's partitioner and candidate counts (current first, then the what-ifs that differ)."""
+    for name in {options.partitioner, *options.partitioners.values()}:
+        get_partitioner(name)  # ValueError naming the known partitioners
+    bad = sorted(n for n in options.what_if if n <= 0)
+    if bad:
+        raise ValueError(f"what-if partition counts must be positive, got {bad}")
+    plans = {}
+    for topic, current in counts.items():
+        if current <= 0:
+            raise ValueError(f"topic {topic!r}: partition count must be positive, got {current}")
+        whatif = [n for n in dict.fromkeys(options.what_if) if n != current]
+        plans[topic] = TopicPlan(options.partitioners.get(topic, options.partitioner), (current, *whatif))
+    return plans
+
+
+def measure(samples: DataFrame, plans: Mapping[str, TopicPlan], *, top_keys: int,
+            shuffle_partitions: int) -> DataFrame:
+    """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages."""
+    plans = dict(plans)
+
+    def map_side(batches):
+        return partial_keys(batches, plans)
+
+    def reduce_side(batches):
+        return key_metrics(batches, plans, top_keys)
+
+    return (samples.mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
+            .repartition(shuffle_partitions, "topic", "key")
+            .mapInArrow(reduce_side, from_arrow_schema(METRICS_SCHEMA)))
+
+
+def loads(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
+    """`key_skew` rows (without run columns): per-partition totals, load and share of the topic."""
+    per_count = Window.partitionBy("topic", "partitioner", "partition_count")
+    return (metrics.where(F.col("kind") == "load")
+            .groupBy("topic", "partitioner", "partition_count", "partition")
+            .agg(*[F.sum(c).alias(c) for c in ("messages", "bytes", "distinct_keys", "remapped_keys",
+                                                "remapped_messages", "null_key_messages", "null_key_bytes")])
+            .withColumn("load", F.col("messages") + F.col("null_key_messages"))
+            .withColumn("share", F.try_divide(F.col("load"), F.sum("load").over(per_count)))
+            .withColumn("current", F.col("partition_count") == _current_count(plans)))
+
+
+def hot_keys(metrics: DataFrame, key_skew: DataFrame, top_keys: int) -> DataFrame:
+    """`key_skew_hot_keys` rows: the topic's top keys by messages (ties: smaller key) at every count."""
+    totals = key_skew.groupBy("topic", "partitioner", "partition_count").agg(F.sum("load").alias("total"))
+    rank = Window.partitionBy("topic", "partitioner", "partition_count").orderBy(F.desc("messages"), "key")
+    return (metrics.where(F.col("kind") == "hot")
+            .withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= top_keys)
+            .join(totals, ["topic", "partitioner", "partition_count"])
+            .withColumn("share", F.try_divide(F.col("messages"), F.col("total")))
+            .select("topic", "partitioner", "partition_count", F.col("rank").cast("int"), "key", "messages",
+                    "bytes", "partition", "share"))
+
+
+def fingerprint(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
+    """`key_skew_fingerprint` rows: the share of observed keyed records each partitioner explains today."""
+    return (metrics.where(F.col("kind") == "fingerprint")
+            .groupBy("topic", "partitioner")
+            .agg(F.sum("messages").alias("observed_messages"), F.sum("explained").alias("explained_messages"))
+            .withColumn("share", F.try_divide(F.col("explained_messages"), F.col("observed_messages")))
+            .withColumn("partition_count", _current_count(plans)))
+
+
+def summary(key_skew: DataFrame, hot: DataFrame, prints: DataFrame, metrics: DataFrame,
+            plans: Mapping[str, TopicPlan], options: SkewOptions) -> DataFrame:
+    """`key_skew_summary` rows: load statistics per candidate count, the recommendation and the fingerprint."""
+    candidate = ["topic", "partitioner", "partition_count"]
+    # Gini over loads sorted ascending: sum((2i - n - 1) * x_i) / (n * sum x), i = 1..n.
+    ascending = Window.partitionBy(*candidate).orderBy("load", "partition")
+    stats = (key_skew.withColumn("i", F.row_number().over(ascending))
+             .groupBy(*candidate, "current")
+             .agg(F.sum("messages").alias("messages"), F.sum("null_key_messages").alias("nulls"),
+                  F.sum("bytes").alias("bytes"), F.sum("distinct_keys").alias("distinct_keys"),
+                  F.max("load").alias("max_load"), F.avg("load").alias("mean_load"),
+                  F.stddev_pop("load").alias("std"), F.sum("load").alias("total"),
+                  F.sum((2 * F.col("i") - F.col("partition_count") - 1) * F.col("load")).alias("gini_sum"),
+                  F.sum("remapped_keys").alias("keys_remapped"), F.sum("remapped_messages").alias("moved")))
+    best = Window.partitionBy("topic", "partitioner").orderBy(
+        F.asc_nulls_last("max_mean"), "keys_remapped", "partition_count")
+    top = hot.where(F.col("rank") == 1).select(
+        *candidate, F.col("key").alias("hot_key"), F.col("partition").alias("hot_key_partition"),
+        F.col("share").alias("hot_key_share"))
+    measured = (stats
+                .withColumn("null_key_messages", F.round("nulls").cast("long"))
+                .withColumn("null_key_placement", F.when(F.col("nulls") > 0, F.lit("spread")))
+                .withColumn("max_mean", F.try_divide(F.col("max_load"), F.col("mean_load")))
+                .withColumn("cv", F.try_divide(F.col("std"), F.col("mean_load")))
+                .withColumn("gini", F.try_divide(F.col("gini_sum"), F.col("partition_count") * F.col("total")))
+                .withColumn("keys_remapped_share", F.try_divide(F.col("keys_remapped"), F.col("distinct_keys")))
+                .withColumn("traffic_remapped_share", F.try_divide(F.col("moved"), F.col("messages")))
+                .withColumn("recommended", F.row_number().over(best) == 1)
+                .join(top, candidate, "left")
+                .join(_fingerprint_verdict(prints, options.java_threshold), "topic", "left"))
+    unknown = (metrics.where(F.col("kind") == "unknown").groupBy("topic")
+               .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+               .withColumn("partitioner", _topic_partitioner(options))
+               .withColumn("partition_count", F.lit(0))
+               .withColumn("current", F.lit(True))
+               .withColumn("error", F.format_string(
+                   "topic %s has no partition count in the metadata; give it with --partitions TOPIC=N",
+                   F.col("topic"))))
+    columns = [f.name for f in KEY_SKEW_SUMMARY.schema if f.name not in ("run_id", "computed_at")]
+    return measured.unionByName(unknown, allowMissingColumns=True).select(*columns)
+
+
+def _fingerprint_verdict(prints: DataFrame, threshold: float) -> DataFrame:
+    """Per topic: the partitioner explaining most records (ties: PARTITIONERS order), and Java compatibility."""
+    order = F.create_map(*[x for i, name in enumerate(PARTITIONERS) for x in (F.lit(name), F.lit(i))])
+    best = Window.partitionBy("topic").orderBy(F.desc("share"), order[F.col("partitioner")])
+    java = (prints.where(F.col("partitioner") == JAVA_PARTITIONER)
+            .select("topic", (F.col("share") >= threshold).alias("java_compatible")))
+    return (prints.withColumn("n", F.row_number().over(best)).where(F.col("n") == 1)
+            .select("topic", F.col("partitioner").alias("fingerprint"), F.col("share").alias("fingerprint_share"))
+            .join(java, "topic", "left"))
+
+
+def _current_count(plans: Mapping[str, TopicPlan]) -> Column:
+    """The topic's current partition count, as a Spark map lookup."""
+    return F.create_map(*[x for t, p in plans.items() for x in (F.lit(t), F.lit(p.current))])[F.col("topic")]
+
+
+def _topic_partitioner(options: SkewOptions) -> Column:
+    """The partitioner configured for the row's topic."""
+    if not options.partitioners:
+        return F.lit(options.partitioner)
+    chosen = F.create_map(*[x for t, p in options.partitioners.items() for x in (F.lit(t), F.lit(p))])
+    return F.coalesce(chosen[F.col("topic")], F.lit(options.partitioner))
+
+
+def compute(samples: DataFrame, plans: Mapping[str, TopicPlan], options: SkewOptions) -> SkewResult:
+    """The pure transform: samples -> the four result frames (metrics are materialized once, they are small)."""
+    spark = samples.sparkSession
+    partitions = max(8, 4 * spark.sparkContext.defaultParallelism)
+    metrics = measure(samples, plans, top_keys=options.top_keys, shuffle_partitions=partitions).localCheckpoint()
+    per_partition = loads(metrics, plans)
+    hot = hot_keys(metrics, per_partition, options.top_keys)
+    prints = fingerprint(metrics, plans)
+    return SkewResult(per_partition, summary(per_partition, hot, prints, metrics, plans, options), hot, prints)
+
+
+def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[str, int]:
+    """Each topic's partition count in snapshot `snapshot_id` (the `topic_partitions` table)."""
+    rows = (lake.read(spark, "topic_partitions").where(F.col("snapshot_id") == snapshot_id)
+            .groupBy("topic").agg(F.max("partition_count").alias("n")).collect())
+    return {r["topic"]: int(r["n"]) for r in rows}
+
+
+def run(spark: SparkSession, config: Config, run_id: str, options: SkewOptions | None = None, *,
+        computed_at: datetime | None = None) -> pa.Table:
+    """Measure key skew for run `run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
+    options = options or SkewOptions()
+    lake = Lake(config.lake)
+    lake.create_all()
+    counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
+    samples = read_samples(spark, lake, options.input, columns=options.columns, sample_id=options.sample_id)
+    previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
+    try:
+        result = compute(samples, topic_plans(counts, options), options)
+        stamp = {"run_id": F.lit(run_id), "computed_at": F.lit(computed_at or datetime.now(UTC))}
+        written = {}
+        for spec, frame in ((KEY_SKEW, result.key_skew), (KEY_SKEW_HOT_KEYS, result.hot_keys),
+                            (KEY_SKEW_FINGERPRINT, result.fingerprint), (KEY_SKEW_SUMMARY, result.summary)):
+            table = frame.withColumns(stamp).select(*spec.schema.names).toArrow()
+            lake.merge(spec.name, table)
+            written[spec.name] = table
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+    return written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
+
+
+def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:
+    """Today's load of every partition per topic from run `run_id`, as the plan job's `weights` argument."""
+    rows = lake.read_arrow(KEY_SKEW.name, [("run_id", "=", run_id), ("current", "=", True)])
+    weights: dict[str, list[float]] = {}
+    for row in rows.sort_by([("topic", "ascending"), ("partition", "ascending")]).to_pylist():
+        weights.setdefault(row["topic"], []).append(float(row["load"]))
+    return weights
+
+
+def parse_counts(text: str) -> dict[str, int]:
+    """'orders=12,refunds=4' -> {'orders': 12, 'refunds': 4}."""
+    counts = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        topic, sep, n = item.rpartition("=")
+        if not sep or not topic or not n.strip().isdigit():
+            raise ValueError(f"expected TOPIC=N, got {item!r}")
+        counts[topic.strip()] = int(n)
+    return counts
+
+
+def parse_what_if(text: str) -> tuple[int, ...]:
+    """'24,36,48' or a range 'A-B' / 'A-B:STEP' (inclusive), mixed freely: the sorted distinct counts."""
+    counts: set[int] = set()
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        span, _, step = item.partition(":")
+        low, sep, high = span.partition("-")
+        try:
+            if sep:
+                counts.update(range(int(low), int(high) + 1, int(step or 1)))
+            else:
+                counts.add(int(span))
+        except ValueError:
+            raise ValueError(f"expected N, A-B or A-B:STEP, got {item!r}") from None
+    return tuple(sorted(counts))
+
+
+def parse_partitioners(text: str) -> tuple[str, dict[str, str]]:
+    """'NAME' and/or 'TOPIC=NAME' items -> (default partitioner, per-topic partitioners)."""
+    default, per_topic = JAVA_PARTITIONER, {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        topic, sep, name = item.rpartition("=")
+        if sep:
+            per_topic[topic.strip()] = name.strip()
+        else:
+            default = name
+    return default, per_topic
+
+
+def format_summary(table: pa.Table) -> str:
+    """The summary as an aligned text table, one line per topic and candidate count."""
+    header = ["topic", "partitioner", "count", "now", "max/mean", "cv", "gini", "keys moved", "traffic moved",
+              "best", "fingerprint", "error"]
+    lines = [header]
+    for r in table.to_pylist():
+        lines.append([r["topic"], r["partitioner"], str(r["partition_count"]), "*" if r["current"] else "",
+                      _fmt(r["max_mean"]), _fmt(r["cv"]), _fmt(r["gini"]), _pct(r["keys_remapped_share"]),
+                      _pct(r["traffic_remapped_share"]), "*" if r["recommended"] else "",
+                      "" if r["fingerprint"] is None else f"{r['fingerprint']} {_pct(r['fingerprint_share'])}",
+                      r["error"] or ""])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.3f}"
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+def options_from_args(args: argparse.Namespace) -> SkewOptions:
+    """SkewOptions from the `rebalance skew` arguments (also used by `main`)."""
+    default, per_topic = parse_partitioners(args.partitioner or "")
+    columns = dict(parse_pair(c) for c in args.column or [])
+    return SkewOptions(partitions=parse_counts(args.partitions) if args.partitions else None,
+                       partitioner=default, partitioners=per_topic,
+                       what_if=parse_what_if(args.what_if) if args.what_if else (), top_keys=args.top_keys,
+                       input=args.input, columns=columns, sample_id=args.sample_id)
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """'NAME=SOURCE' -> (NAME, SOURCE)."""
+    name, sep, source = text.partition("=")
+    if not sep or not name or not source:
+        raise ValueError(f"expected NAME=SOURCE, got {text!r}")
+    return name.strip(), source.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The job's options, shared by `rebalance skew` and `spark-submit jobs/key_skew.py`."""
+    parser.add_argument("--input", help="Parquet file/directory or Delta table of samples (default: the lake's "
+                                        "latest key_samples set)")
+    parser.add_argument("--partitions", help="current partition counts, TOPIC=N[,TOPIC=N...] (default: the "
+                                             "run's snapshot in topic_partitions)")
+    parser.add_argument("--partitioner", help=f"NAME for every topic and/or TOPIC=NAME items, comma-separated "
+                                              f"(default murmur2); known: {', '.join(PARTITIONERS)}")
+    parser.add_argument("--what-if", help="candidate partition counts: 24,36,48 or 12-48:12")
+    parser.add_argument("--column", action="append", metavar="NAME=SOURCE",
+                        help="read standard column NAME (topic, key, weight, bytes, partition) from SOURCE")
+    parser.add_argument("--top-keys", type=int, default=10, help="hot keys kept per topic and count")
+    parser.add_argument("--sample-id", help="with no --input: the key_samples set to use")
+    parser.add_argument("--run-id", help="run id the rows are stored under (default: skew-<UTC time>)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """spark-submit entry point: run the job with the environment's configuration and print the summary."""
+    from jobs.spark import get_spark
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    config = Config.from_env()
+    run_id = args.run_id or f"skew-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+    print(format_summary(run(get_spark(config.spark_master), config, run_id, options_from_args(args))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
