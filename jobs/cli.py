@@ -166,10 +166,40 @@ def _hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_skew(sub: argparse._SubParsersAction) -> None:
+    from jobs.key_skew_options import add_arguments
+
+    p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
+    add_arguments(p)
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_skew)
+
+
+def _skew(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from jobs.config import Config
+    from jobs.key_skew import run
+    from jobs.key_skew_options import format_summary, options_from_args
+    from jobs.spark import get_spark
+
+    config = Config.from_env(lake=args.lake)
+    try:
+        options = options_from_args(args)
+        run_id = args.run_id or f"skew-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+        summary = run(get_spark(config.spark_master), config, run_id, options)
+    except ValueError as exc:
+        print(f"rebalance skew: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run {run_id}")
+    print(format_summary(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_assign, _add_snapshot, _add_run, _add_sql, _add_demo, _add_hash):
+    for add in (_add_assign, _add_snapshot, _add_run, _add_sql, _add_demo, _add_hash, _add_skew):
         add(sub)
     return parser
 
