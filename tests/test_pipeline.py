@@ -1,0 +1,128 @@
+"""The pipeline on real Spark, delta-rs and Great Expectations over a temporary lake."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from jobs import gate, history, ingest, pipeline, plan, publish
+from jobs.config import Config
+from jobs.lake import rows_table
+from planner import assign
+from planner.group import from_snapshot
+
+pytestmark = pytest.mark.spark
+
+DEMO = Path(ingest.__file__).with_name("demo_data")
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def config(lake) -> Config:
+    return Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",))
+
+
+def counts(lake) -> dict[str, int]:
+    return {t: lake.read_arrow(t).num_rows for t in ("snapshots", "plans", "plan_metrics", "generations",
+                                                    "gate_results", "quarantine")}
+
+
+def test_a_run_plans_every_group_exactly_as_the_planner_and_approves_it(spark, lake, config):
+    result = pipeline.run(config, "run-1", spark=spark)
+    assert [(r["group_id"], r["generation_id"], r["status"]) for r in result.report] == [
+        ("audit-archiver", 1, "approved"), ("clickstream-etl", 1, "approved"), ("inventory", 1, "approved"),
+        ("payments", 1, "approved"), ("shipping", 1, "approved")]
+    assert all(r["gate_summary"] == "4/4 expectations passed" for r in result.report)
+    plans = lake.read_arrow("plans").to_pylist()
+    import json
+
+    doc = json.loads((DEMO / "payments.json").read_text())
+    expected = assign("range", from_snapshot(doc)).assignment
+    got: dict[str, list[tuple[str, int]]] = {}
+    for row in sorted(plans, key=lambda r: (r["topic"], r["partition"])):
+        if row["group_id"] == "payments":
+            got.setdefault(row["member"], []).append((row["topic"], row["partition"]))
+    assert got == {m: list(tps) for m, tps in expected.items() if tps}
+    moved = {(r["topic"], r["partition"]): r for r in plans if r["group_id"] == "payments"}
+    assert moved[("orders", 4)]["previous_member"] == "payments-1-4b1c2f"
+    assert moved[("orders", 4)]["member"] == "payments-2-9f0e11" and moved[("orders", 4)]["moved"]
+    metrics = {r["group_id"]: r for r in lake.read_arrow("plan_metrics").to_pylist()}
+    assert metrics["payments"]["partitions"] == 16 and metrics["payments"]["members"] == 3
+    assert metrics["payments"]["count_spread"] == 1
+    assert metrics["payments"]["partitions_moved"] == sum(r["moved"] for r in moved.values())
+    assert metrics["inventory"]["count_spread"] == 5 - 1 and metrics["audit-archiver"]["stickiness"] == 1.0
+    assert all(m["chosen"] for m in metrics.values())
+
+
+def test_generation_ids_increase_per_group_and_a_rerun_duplicates_nothing(spark, lake, config):
+    pipeline.run(config, "run-1", spark=spark)
+    before = counts(lake)
+    pipeline.run(config, "run-1", spark=spark)
+    assert counts(lake) == before
+    second = pipeline.run(config, "run-2", spark=spark)
+    assert {r["generation_id"] for r in second.report} == {2}
+    generations = lake.read_arrow("generations").to_pylist()
+    assert sorted((g["group_id"], g["generation_id"], g["run_id"]) for g in generations if g["group_id"] == "inventory") \
+        == [("inventory", 1, "run-1"), ("inventory", 2, "run-2")]
+
+
+def test_generation_ids_are_never_reused_even_when_a_group_skips_a_run(lake):
+    ids = plan.allocate_generations(lake, ["a", "b"], "r1", "r1", "manual", {}, T0)
+    assert ids == {"a": 1, "b": 1}
+    assert plan.allocate_generations(lake, ["b"], "r2", "r2", "manual", {}, T0) == {"b": 2}
+    assert plan.allocate_generations(lake, ["a", "b"], "r3", "r3", "manual", {}, T0) == {"a": 2, "b": 3}
+    assert plan.allocate_generations(lake, ["a", "b"], "r1", "r1", "manual", {}, T0) == {"a": 1, "b": 1}
+
+
+def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config):
+    ingest.run(config, "run-1", received_at=T0)
+    ids = plan.run(spark, config, "run-1")
+    table = DeltaTable(lake.path("plans"))
+    # Drop one inventory partition and hand another to a member that does not subscribe to its topic.
+    table.delete("group_id = 'inventory' AND topic = 'stock' AND partition = 5")
+    table.update(predicate="group_id = 'inventory' AND topic = 'stock' AND partition = 0",
+                 updates={"member": "'inv-c-33'"})
+    lake.append("plans", rows_table("plans", [{"generation_id": ids["inventory"], "group_id": "inventory",
+                                               "strategy": "range", "topic": "stock", "partition": 9,
+                                               "member": "inv-b-22"}]))
+    passed = gate.run(spark, config, "run-1")
+    assert passed == {"audit-archiver": True, "clickstream-etl": True, "inventory": False, "payments": True,
+                      "shipping": True}
+    report = {r["group_id"]: r for r in publish.run(config, "run-1")}
+    assert report["inventory"]["status"] == "rejected" and report["payments"]["status"] == "approved"
+    assert report["inventory"]["gate_summary"] == (
+        "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "
+        "expect_column_values_to_be_in_set(subscribed), expect_column_values_to_not_be_null(member)")
+    results = {r["expectation"]: r for r in lake.read_arrow("gate_results").to_pylist() if r["group_id"] == "inventory"}
+    assert results["expect_column_values_to_not_be_null(member)"]["observed_value"] == "1 unexpected rows"
+    assert '"partition": 5' in results["expect_column_values_to_not_be_null(member)"]["details"]
+
+
+def test_history_is_queryable_with_spark_sql(spark, lake, config):
+    pipeline.run(config, "run-1", spark=spark)
+    pipeline.run(config, "run-2", spark=spark)
+    text = history.query(config, "SELECT group_id, count(DISTINCT generation_id) AS generations, "
+                                 "count(*) AS rows FROM assignment_history WHERE group_id = 'payments' "
+                                 "GROUP BY group_id", spark=spark)
+    assert text.split("\n")[1].split() == ["payments", "2", "32"]
+
+
+def test_an_empty_table_reads_as_an_empty_dataframe_with_its_schema(spark, lake):
+    frame = lake.read(spark, "plans")
+    assert frame.count() == 0
+    assert frame.columns == ["generation_id", "group_id", "strategy", "topic", "partition", "member",
+                             "previous_member", "moved", "phase", "weight"]
+    assert dict(frame.dtypes)["partition"] == "int"
+
+
+def test_merge_upserts_on_the_table_keys(lake):
+    row = {"ingest_id": "x", "run_id": "r", "source": "f", "raw_payload": "{}", "error": "first"}
+    lake.merge("quarantine", rows_table("quarantine", [row]))
+    lake.merge("quarantine", rows_table("quarantine", [{**row, "error": "second"}]))
+    assert lake.read_arrow("quarantine").column("error").to_pylist() == ["second"]
+    with pytest.raises(ValueError, match="key column 'ingest_id' is missing"):
+        lake.merge("quarantine", pa.table({"error": ["no key"]}))
