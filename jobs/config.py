@@ -17,7 +17,7 @@ class Config:
     lake: str = "./lake"
     spark_master: str = "local[*]"
     snapshots: str = ""
-    strategies: tuple[str, ...] = ("range",)
+    strategies: tuple[str, ...] = ("range", "roundrobin", "sticky", "cooperative-sticky")
     group_pattern: str = "*"
 
     @classmethod

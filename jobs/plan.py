@@ -77,12 +77,14 @@ def plan_rows(members: pd.DataFrame, strategies: Sequence[str], generation_id: i
     frames = []
     for strategy in strategies:
         result = assign(strategy, doc)
-        revoked = {tp for tps in result.revoked.values() for tp in tps}
+        # Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in
+        # the follow-up one, so its target owner does not get it now.
+        now = {(t, p, m) for m, tps in result.assignment.items() for t, p in tps}
         rows = [(topic, partition, member) for member, tps in result.target.items() for topic, partition in tps]
         frame = pd.DataFrame(rows, columns=["topic", "partition", "member"])
         frame["previous_member"] = [current.get((t, p)) for t, p, _ in rows]
         frame["moved"] = frame["previous_member"].notna() & (frame["previous_member"] != frame["member"])
-        frame["phase"] = ["revoke" if (t, p) in revoked else "assign" for t, p, _ in rows]
+        frame["phase"] = ["assign" if row in now else "revoke" for row in rows]
         frame["weight"] = [float(weights[t][p]) if t in weights and p < len(weights[t]) else 1.0 for t, p, _ in rows]
         frame["strategy"] = strategy
         frames.append(frame)
