@@ -21,13 +21,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import Config
 from jobs.key_skew_arrow import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
-from jobs.key_skew_input import read_samples
+from jobs.key_skew_input import SampleSource, read_units, resolve
 from jobs.key_skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
 from jobs.lake import Lake
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
 
-ARROW_BATCH_ROWS = 100_000  # larger Arrow batches than Spark's 10 000 default: fewer JVM <-> Python round trips
+ARROW_BATCH_ROWS = 100_000  # the shuffled key sums cross JVM <-> Python in fewer, larger batches
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,26 @@ def topic_plans(counts: Mapping[str, int], options: SkewOptions) -> dict[str, To
     return plans
 
 
-def measure(samples: DataFrame, plans: Mapping[str, TopicPlan], *, top_keys: int,
+def measure(spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], *, top_keys: int,
             shuffle_partitions: int) -> DataFrame:
-    """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages."""
+    """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
+
+    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.key_skew_input).
+    """
     plans = dict(plans)
+    units = pa.table({"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]},
+                     schema=pa.schema([("uri", pa.string()), ("row_group", pa.int32())]))
+    tasks = max(1, min(len(source.units), 4 * spark.sparkContext.defaultParallelism))
 
     def map_side(batches):
-        return partial_keys(batches, plans)
+        wanted = ((u, g) for batch in batches for u, g in zip(*batch.to_pydict().values(), strict=True))
+        return partial_keys(read_units(source, wanted), plans)
 
     def reduce_side(batches):
         return key_metrics(batches, plans, top_keys)
 
-    return (samples.mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
+    return (spark.createDataFrame(units).repartition(tasks)
+            .mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
             .repartition(shuffle_partitions, "topic", "key")
             .mapInArrow(reduce_side, from_arrow_schema(METRICS_SCHEMA)))
 
@@ -171,11 +179,12 @@ def _topic_partitioner(options: SkewOptions) -> Column:
     return F.coalesce(chosen[F.col("topic")], F.lit(options.partitioner))
 
 
-def compute(samples: DataFrame, plans: Mapping[str, TopicPlan], options: SkewOptions) -> SkewResult:
-    """The pure transform: samples -> the four result frames (metrics are materialized once, they are small)."""
-    spark = samples.sparkSession
+def compute(spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan],
+            options: SkewOptions) -> SkewResult:
+    """The transform: samples -> the four result frames (the metrics are materialized once; they are small)."""
     partitions = max(8, 4 * spark.sparkContext.defaultParallelism)
-    metrics = measure(samples, plans, top_keys=options.top_keys, shuffle_partitions=partitions).localCheckpoint()
+    metrics = measure(spark, source, plans, top_keys=options.top_keys,
+                      shuffle_partitions=partitions).localCheckpoint()
     per_partition = loads(metrics, plans)
     hot = hot_keys(metrics, per_partition, options.top_keys)
     prints = fingerprint(metrics, plans)
@@ -196,11 +205,11 @@ def run(spark: SparkSession, config: Config, run_id: str, options: SkewOptions |
     lake = Lake(config.lake)
     lake.create_all()
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
-    samples = read_samples(spark, lake, options.input, columns=options.columns, sample_id=options.sample_id)
+    source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:
-        result = compute(samples, topic_plans(counts, options), options)
+        result = compute(spark, source, topic_plans(counts, options), options)
         stamp = {"run_id": F.lit(run_id), "computed_at": F.lit(computed_at or datetime.now(UTC))}
         written = {}
         for spec, frame in ((KEY_SKEW, result.key_skew), (KEY_SKEW_HOT_KEYS, result.hot_keys),

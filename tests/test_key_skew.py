@@ -238,23 +238,46 @@ def test_partition_weights_and_idempotent_rerun(spark, measured):
 
 # --- input and command line ---------------------------------------------------------------------------
 
-def test_input_column_mapping_string_keys_and_delta(spark, lake, tmp_path: Path):
+def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
 
-    from jobs.key_skew_input import SampleInputError, read_samples
+    from jobs.key_skew_input import SampleInputError, read_units, resolve
 
-    data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, 1, 1]})
-    write_deltalake(tmp_path / "delta", data)
-    got = read_samples(spark, lake, str(tmp_path / "delta"),
-                       columns={"topic": "stream", "key": "message_key", "weight": "n"})
-    assert got.columns == SAMPLE_SCHEMA.names
-    assert sorted(got.collect(), key=lambda r: r.topic + str(r.key)) == sorted(
-        [("t", bytearray(b"a"), 2, 0, None), ("t", None, 1, 0, None), ("u", bytearray("é".encode()), 1, 0, None)],
-        key=lambda r: r[0] + str(r[1]))
+    data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
+    write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
+    source = resolve(lake, str(tmp_path / "delta"),
+                     columns={"topic": "stream", "key": "message_key", "weight": "n", "partition": "p"})
+    got = pa.Table.from_batches(list(read_units(source, source.units)), schema=SAMPLE_SCHEMA)
+    assert sorted(got.to_pylist(), key=lambda r: r["partition"]) == [
+        {"topic": "t", "key": b"a", "weight": 2, "bytes": 0, "partition": 0},
+        {"topic": "t", "key": None, "weight": 1, "bytes": 0, "partition": 1},
+        {"topic": "u", "key": "é".encode(), "weight": 1, "bytes": 0, "partition": 2}]
     with pytest.raises(SampleInputError, match="no key"):
-        read_samples(spark, lake, str(tmp_path / "delta"), columns={"topic": "stream"})
+        resolve(lake, str(tmp_path / "delta"), columns={"topic": "stream"})
     with pytest.raises(SampleInputError, match="must be binary or string"):
-        read_samples(spark, lake, str(tmp_path / "delta"), columns={"topic": "stream", "key": "n"})
+        resolve(lake, str(tmp_path / "delta"), columns={"topic": "stream", "key": "n"})
+    with pytest.raises(SampleInputError, match="not in the input"):
+        resolve(lake, str(tmp_path / "delta"), columns={"topic": "stream", "key": "nope"})
+
+
+def test_lake_samples_use_the_newest_sample_set(lake):
+    from datetime import UTC, datetime
+
+    from jobs.key_skew_input import read_units, resolve
+
+    def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
+        return pa.Table.from_pylist([
+            {"sample_id": sample_id, "topic": "t", "partition": 0, "offset": i, "key": k, "value_size": 100,
+             "timestamp": datetime(2026, 11, day, tzinfo=UTC)} for i, k in enumerate(keys)],
+            schema=lake.read_arrow("key_samples").schema)
+
+    lake.append("key_samples", sample("old", 1, [b"x"]))
+    lake.append("key_samples", sample("new", 2, [b"a", b"b"]))
+    for sample_id, keys in ((None, [b"a", b"b"]), ("old", [b"x"])):
+        source = resolve(lake, sample_id=sample_id)
+        rows = [r for b in read_units(source, source.units) for r in b.to_pylist()]
+        assert sorted(r["key"] for r in rows) == keys
+        assert {r["bytes"] for r in rows} == {100}  # value_size stands in for bytes
 
 
 def test_option_parsing():
