@@ -92,10 +92,13 @@ class RunningGroup:
     members: dict[str, Any] = field(default_factory=dict)  # client_id -> KafkaConsumer | confluent Consumer
     threads: list[threading.Thread] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Written by each member's own thread after every poll: clients are not thread-safe, so no other thread
+    # may call consumer.assignment() (kafka-python blocks on the coordinator lock held by poll()).
+    assigned: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
 
     def assignments(self) -> dict[str, set[TopicPartition]]:
-        """Each member's current assignment as its own client reports it, keyed by client id."""
-        return {cid: _client_assignment(c) for cid, c in self.members.items()}
+        """Each member's current assignment as its own client last reported it, keyed by client id."""
+        return {cid: set(self.assigned.get(cid, ())) for cid in self.members}
 
 
 @dataclass
@@ -292,7 +295,9 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
     try:
         while not stop.is_set():
             consumer.poll(timeout_ms=200)
-            for tp in consumer.assignment():
+            assignment = consumer.assignment()
+            group.assigned[consumer.config["client_id"]] = _client_assignment(assignment)
+            for tp in assignment:
                 key = (tp.topic, tp.partition)
                 if key in group.committed:
                     consumer.pause(tp)  # reached its target: stop fetching, keep heartbeating
@@ -335,7 +340,9 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 seen[(msg.topic(), msg.partition())] = msg.offset() + 1
-            for tp in consumer.assignment():
+            assignment = consumer.assignment()
+            group.assigned[client_id] = _client_assignment(assignment)
+            for tp in assignment:
                 key = (tp.topic, tp.partition)
                 if key in group.committed:
                     consumer.pause([tp])
@@ -349,8 +356,8 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
         consumer.close()
 
 
-def _client_assignment(consumer: Any) -> set[TopicPartition]:
-    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+def _client_assignment(assignment: Any) -> frozenset[TopicPartition]:
+    return frozenset((tp.topic, tp.partition) for tp in assignment)
 
 
 def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: float = 90.0) -> None:
