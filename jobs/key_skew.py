@@ -167,7 +167,9 @@ def _fingerprint_verdict(prints: DataFrame, threshold: float) -> DataFrame:
 
 
 def _current_count(plans: Mapping[str, TopicPlan]) -> Column:
-    """The topic's current partition count, as a Spark map lookup."""
+    """The topic's current partition count, as a Spark map lookup (null for a topic without one)."""
+    if not plans:
+        return F.lit(None).cast("int")
     return F.create_map(*[x for t, p in plans.items() for x in (F.lit(t), F.lit(p.current))])[F.col("topic")]
 
 
@@ -206,6 +208,8 @@ def run(spark: SparkSession, config: Config, run_id: str, options: SkewOptions |
     lake.create_all()
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
+    if not source.units:
+        return KEY_SKEW_SUMMARY.schema.empty_table()  # nothing sampled: nothing to measure or write
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:

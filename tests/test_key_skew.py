@@ -301,3 +301,19 @@ def test_cli_skew_prints_summary(lake_env, tmp_path: Path, capsys):
     out = capsys.readouterr().out
     assert "max/mean" in out and len([line for line in out.splitlines() if line.startswith("t ")]) == 3
     assert len(partition_weights(lake_env, "cli-1")["t"]) == 3
+
+
+def test_nightly_defaults_read_the_lake(spark, lake):
+    from datetime import UTC, datetime
+
+    summary = run(spark, Config(lake=str(lake.root)), "nightly-1")
+    assert summary.num_rows == 0 and lake.read_arrow("key_skew").num_rows == 0
+    assert partition_weights(lake, "nightly-1") == {}
+    # Samples but no snapshot of their topics: every topic reports the missing partition count.
+    lake.append("key_samples", pa.Table.from_pylist(
+        [{"sample_id": "s", "topic": t, "partition": 0, "offset": 0, "key": b"k", "value_size": 1,
+          "timestamp": datetime(2026, 11, 21, tzinfo=UTC)} for t in ("a", "b")],
+        schema=lake.read_arrow("key_samples").schema))
+    summary = run(spark, Config(lake=str(lake.root)), "nightly-2").to_pylist()
+    assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
+        ("a", 0, True), ("b", 0, True)]
