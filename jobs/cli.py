@@ -126,8 +126,10 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the nightly DAG once with `airflow dags test` on the bundled snapshots")
+    p = sub.add_parser("demo", help="run the nightly DAG once (`airflow dags test`) against an embedded Kafka cluster")
     p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.add_argument("--files", action="store_true",
+                   help="plan the bundled snapshot files instead of a live embedded Kafka cluster")
     p.set_defaults(func=_demo)
 
 
@@ -135,7 +137,7 @@ def _demo(args: argparse.Namespace) -> int:
     from jobs.config import Config
     from jobs.demo import run_demo
 
-    return run_demo(Config.from_env(lake=args.lake))
+    return run_demo(Config.from_env(lake=args.lake), live=not args.files)
 
 
 def _add_hash(sub: argparse._SubParsersAction) -> None:

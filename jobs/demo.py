@@ -1,4 +1,9 @@
-"""`rebalance demo`: the nightly DAG run once by Airflow (`airflow dags test`) on the bundled snapshots."""
+"""`rebalance demo`: the nightly DAG run once by Airflow (`airflow dags test`), live or on bundled files.
+
+Live (the default): an embedded Kafka-protocol broker (noida-db) on 127.0.0.1 with keyed, skewed traffic and real
+consumer groups (kafka-python with every assignor, static members, a librdkafka member); the DAG pulls their
+snapshots from it. With `--files`: the bundled snapshot files of jobs/demo_data, one of them malformed.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +26,55 @@ FROM generations GROUP BY group_id ORDER BY group_id
 """
 
 
-def run_demo(config: Config) -> int:
+def run_demo(config: Config, live: bool = True) -> int:
     """Run the DAG, then print the approved generations and a history query; the exit code is the DAG's."""
     home = configure()
     migrate_once(home)
     lake = str(Path(config.lake).resolve())
-    env = {**os.environ, "REBALANCE_LAKE": lake, "REBALANCE_SNAPSHOTS": os.environ.get(
-        "REBALANCE_SNAPSHOTS", str(DEMO_SNAPSHOTS))}
+    env = {**os.environ, "REBALANCE_LAKE": lake}
+    if not live:
+        env.pop("REBALANCE_KAFKA_BOOTSTRAP_SERVERS", None)
+        env.setdefault("REBALANCE_SNAPSHOTS", str(DEMO_SNAPSHOTS))
+        code = _dag_test(env, home, f"snapshots {env['REBALANCE_SNAPSHOTS']}")
+    else:
+        from jobs import demo_cluster
+
+        started = time.monotonic()
+        print("starting an embedded Kafka broker with keyed traffic and live consumer groups ...")
+        with demo_cluster.running() as cluster:
+            print(f"broker on {cluster.bootstrap} (pid {cluster.broker_pid}): topics {cluster.topics}, groups "
+                  f"{sorted(cluster.groups)}; ready in {time.monotonic() - started:.1f} s")
+            env |= {"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+                    "REBALANCE_SAMPLE_TOPICS": ",".join(cluster.topics)}
+            code = _dag_test(env, home, f"Kafka at {cluster.bootstrap}")
+        print("broker and consumer groups stopped")
+    if code:
+        return code
+    config = config.with_overrides(lake=lake)
+    latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
+    print("\nApproved generations of this run:")
+    print(query(config, f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
+                        f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id"))
+    print("\nCandidates of this run (the chosen one: best max/mean load, then fewest moves):")
+    print(query(config, f"SELECT group_id, strategy, members, partitions, count_spread, "
+                        f"round(max_mean_load, 3) AS max_mean_load, partitions_moved, round(stickiness, 3) AS "
+                        f"stickiness, chosen FROM plan_metrics m JOIN (SELECT DISTINCT group_id, generation_id "
+                        f"FROM generations WHERE run_id = {latest}) USING (group_id, generation_id) "
+                        f"ORDER BY group_id, strategy"))
+    print("\nLag per group:")
+    print(query(config, f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
+                        f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id"))
+    print("\nQuarantined input of this run:")
+    print(query(config, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
+    print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
+    print(query(config, HISTORY_SQL))
+    return 0
+
+
+def _dag_test(env: dict[str, str], home: Path, source: str) -> int:
+    """`airflow dags test rebalance_nightly` in a child process, its log kept in Airflow's home."""
     log = home / "demo-dag-test.log"
-    print(f"airflow dags test rebalance_nightly (snapshots {env['REBALANCE_SNAPSHOTS']}, lake {lake}; log {log})")
+    print(f"airflow dags test rebalance_nightly ({source}, lake {env['REBALANCE_LAKE']}; log {log})")
     started = time.monotonic()
     with open(log, "w") as out:
         dag = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", "rebalance_nightly"],
@@ -37,14 +82,4 @@ def run_demo(config: Config) -> int:
     print(f"DAG run {'succeeded' if dag.returncode == 0 else 'FAILED'} in {time.monotonic() - started:.1f} s")
     if dag.returncode:
         print(log.read_text()[-4000:])
-        return dag.returncode
-    config = config.with_overrides(lake=lake)
-    latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
-    print("\nApproved generations of this run:")
-    print(query(config, f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
-                        f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id"))
-    print("\nQuarantined input of this run:")
-    print(query(config, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
-    print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
-    print(query(config, HISTORY_SQL))
-    return 0
+    return dag.returncode

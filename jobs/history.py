@@ -29,4 +29,4 @@ def query(config: Config, sql: str, limit: int = 100, spark: SparkSession | None
     session = spark or get_spark(config.spark_master)
     register(session, config)
     frame = session.sql(sql).limit(limit).toPandas()
-    return frame.to_string(index=False) if len(frame.columns) else "(no columns)"
+    return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

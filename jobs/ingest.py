@@ -115,17 +115,38 @@ def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: 
 
 
 def run(config: Config, run_id: str, *, received_at: datetime | None = None,
-        documents: Iterable[RawDocument] | None = None, source: str = "file") -> IngestResult:
-    """Ingest the configured snapshot files (or given documents) as snapshot `run_id` of the lake."""
+        documents: Iterable[RawDocument] | None = None, source: str | None = None) -> IngestResult:
+    """Ingest snapshot `run_id`: given documents, else Kafka when bootstrap servers are configured, else files."""
     lake = Lake(config.lake)
     lake.create_all()
+    received_at = received_at or datetime.now(UTC)
     if documents is None:
+        documents, source = configured_documents(config, lake, run_id, received_at)
+    return ingest_documents(lake, documents, snapshot_id=run_id, run_id=run_id, received_at=received_at,
+                            source=source or "file")
+
+
+def configured_documents(config: Config, lake: Lake, run_id: str,
+                         received_at: datetime) -> tuple[Iterable[RawDocument], str]:
+    """The run's input: a Kafka pull (plus key samples of `sample_topics`) or the configured snapshot files."""
+    from jobs import kafka_settings
+
+    settings = kafka_settings.from_env()
+    if settings is None:
         files = snapshot_files(config.snapshots)
         if not files:
-            raise FileNotFoundError(f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS)")
-        documents = (raw for path in files for raw in read_documents(path))
-    return ingest_documents(lake, documents, snapshot_id=run_id, run_id=run_id,
-                            received_at=received_at or datetime.now(UTC), source=source)
+            raise FileNotFoundError(f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
+                                    "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)")
+        return (raw for path in files for raw in read_documents(path)), "file"
+    from jobs import kafka_source
+
+    # A Kafka pull is all or nothing: any failure raises before a row is written.
+    docs = kafka_source.pull_snapshots(settings, group_pattern=config.group_pattern, captured_at=received_at)
+    if config.sample_topics:
+        lake.merge("key_samples", kafka_source.sample_keys(settings, config.sample_topics, config.sample_records,
+                                                           sample_id=run_id))
+    origin = f"kafka://{settings.bootstrap_servers}"
+    return [RawDocument(f"{origin}/{d['group_id']}", json.dumps(d), doc=d) for d in docs], "kafka"
 
 
 def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) -> list[str]:

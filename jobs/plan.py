@@ -59,6 +59,11 @@ def compact_group(members: pd.DataFrame, counts: Mapping[str, int],
     return doc
 
 
+_PLAN_DTYPES = {"generation_id": "int64", "group_id": object, "strategy": object, "topic": object,
+                "partition": "int32", "member": object, "previous_member": object, "moved": bool, "phase": object,
+                "weight": "float64"}
+
+
 def _value(cell: Any) -> Any:
     """A pandas cell with its missing markers (None, NaN, NA) turned into None."""
     return None if cell is None or pd.isna(cell) else cell
@@ -91,7 +96,8 @@ def plan_rows(members: pd.DataFrame, strategies: Sequence[str], generation_id: i
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PLANS.schema.names)
     out["generation_id"] = generation_id
     out["group_id"] = group_id
-    return out[PLANS.schema.names].astype({"partition": "int32", "generation_id": "int64"})
+    # Plain numpy/object dtypes: pandas 3's Arrow-backed strings reach Spark's serializer as chunked arrays.
+    return out[PLANS.schema.names].astype(_PLAN_DTYPES)
 
 
 def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
