@@ -184,7 +184,8 @@ def _topic_partitioner(options: SkewOptions) -> Column:
 def compute(spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan],
             options: SkewOptions) -> SkewResult:
     """The transform: samples -> the four result frames (the metrics are materialized once; they are small)."""
-    partitions = max(8, 4 * spark.sparkContext.defaultParallelism)
+    # One reduce task per sample row group (at least 4 per core): each holds its keys' totals in memory.
+    partitions = max(8, 4 * spark.sparkContext.defaultParallelism, len(source.units))
     metrics = measure(spark, source, plans, top_keys=options.top_keys,
                       shuffle_partitions=partitions).localCheckpoint()
     per_partition = loads(metrics, plans)
