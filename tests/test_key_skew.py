@@ -317,3 +317,5 @@ def test_nightly_defaults_read_the_lake(spark, lake):
     summary = run(spark, Config(lake=str(lake.root)), "nightly-2").to_pylist()
     assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
         ("a", 0, True), ("b", 0, True)]
+    # The DAG passes its own run's sample set: a run that sampled nothing measures nothing.
+    assert run(spark, Config(lake=str(lake.root)), "nightly-3", SkewOptions(sample_id="nightly-3")).num_rows == 0
