@@ -24,6 +24,7 @@ class Config:
     group_pattern: str = "*"
     sample_topics: tuple[str, ...] = ()
     sample_records: int = 1000
+    what_if: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Config:

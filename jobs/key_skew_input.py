@@ -66,8 +66,10 @@ def resolve(lake: Lake, source: str | None = None, *, columns: Mapping[str, str]
         schema = pq.read_schema(files[0])
     chosen = choose_columns(schema.names, columns or {})
     key_type = schema.field(chosen["key"]).type
-    if not (pa.types.is_binary(key_type) or pa.types.is_string(key_type)
-            or pa.types.is_large_binary(key_type) or pa.types.is_large_string(key_type)):
+    # delta-rs MERGE writes view types (binary_view / string_view); they hash like the plain ones.
+    if not any(check(key_type) for check in (pa.types.is_binary, pa.types.is_string, pa.types.is_large_binary,
+                                              pa.types.is_large_string, pa.types.is_binary_view,
+                                              pa.types.is_string_view)):
         raise SampleInputError(f"key column {chosen['key']!r} is {key_type}; it must be binary or string "
                                "(the serialized key)")
     in_files = {name: None if c is None else physical.get(c, c) for name, c in chosen.items()}
@@ -105,9 +107,19 @@ def read_units(source: SampleSource, units: Iterable[tuple[str, int]]) -> Iterat
         if parquet.num_row_groups == 0:
             continue
         for batch in parquet.iter_batches(READ_BATCH_ROWS, row_groups=[row_group], columns=present):
+            batch = _without_views(batch)
             if source.sample_id is not None:
                 batch = batch.filter(pc.equal(batch.column("sample_id"), source.sample_id))
             yield standardize(batch, source.columns, source.constants.get(uri, {}))
+
+
+def _without_views(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """View columns (delta-rs MERGE writes string_view / binary_view) as plain ones, which every kernel takes."""
+    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    if not any(f.type in plain for f in batch.schema):
+        return batch
+    schema = pa.schema([f.with_type(plain.get(f.type, f.type)) for f in batch.schema])
+    return batch.cast(schema)
 
 
 def standardize(batch: pa.RecordBatch, columns: Mapping[str, str | None],

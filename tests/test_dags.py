@@ -29,7 +29,7 @@ def test_every_dag_file_imports_cleanly():
     assert "rebalance_nightly" in bag.dags
     nightly = bag.dags["rebalance_nightly"]
     assert nightly.catchup is False and nightly.max_active_runs == 1
-    assert [t.task_id for t in nightly.topological_sort()] == ["ingest", "plan", "gate", "publish"]
+    assert [t.task_id for t in nightly.topological_sort()] == ["ingest", "skew", "plan", "gate", "publish"]
     assert set(nightly.params) >= {"snapshots", "strategies", "lake"}
 
 

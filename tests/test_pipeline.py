@@ -66,8 +66,8 @@ def test_generation_ids_increase_per_group_and_a_rerun_duplicates_nothing(spark,
     second = pipeline.run(config, "run-2", spark=spark)
     assert {r["generation_id"] for r in second.report} == {2}
     generations = lake.read_arrow("generations").to_pylist()
-    assert sorted((g["group_id"], g["generation_id"], g["run_id"]) for g in generations if g["group_id"] == "inventory") \
-        == [("inventory", 1, "run-1"), ("inventory", 2, "run-2")]
+    inventory = [(g["group_id"], g["generation_id"], g["run_id"]) for g in generations if g["group_id"] == "inventory"]
+    assert sorted(inventory) == [("inventory", 1, "run-1"), ("inventory", 2, "run-2")]
 
 
 def test_generation_ids_are_never_reused_even_when_a_group_skips_a_run(lake):
@@ -126,3 +126,21 @@ def test_merge_upserts_on_the_table_keys(lake):
     assert lake.read_arrow("quarantine").column("error").to_pylist() == ["second"]
     with pytest.raises(ValueError, match="key column 'ingest_id' is missing"):
         lake.merge("quarantine", pa.table({"error": ["no key"]}))
+
+
+def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
+    from collections import Counter
+
+    from planner.hashing import partition_for_key
+
+    keys = [f"tenant-{i % 7}".encode() for i in range(200)] + [b"hot"] * 300
+    lake.merge("key_samples", rows_table("key_samples", [
+        {"sample_id": "run-1", "topic": "clicks", "partition": 0, "offset": i, "key": k, "value_size": 10,
+         "timestamp": T0} for i, k in enumerate(keys)]))
+    pipeline.run(config, "run-1", spark=spark)
+    expected = Counter(partition_for_key(k, 10) for k in keys)
+    weights = {r["partition"]: r["weight"] for r in lake.read_arrow("plans").to_pylist()
+               if r["group_id"] == "clickstream-etl"}
+    assert weights == {p: float(expected.get(p, 0)) for p in range(10)}
+    metrics = {r["group_id"]: r for r in lake.read_arrow("plan_metrics").to_pylist()}
+    assert metrics["clickstream-etl"]["mean_load"] == len(keys) / 3
