@@ -87,7 +87,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run the whole pipeline once without Airflow: ingest, plan, gate, publish")
+    p = sub.add_parser("run", help="run the whole pipeline once without Airflow: ingest, skew, plan, gate, publish")
     p.add_argument("--snapshots", help="snapshot files: a path, directory or glob (default $REBALANCE_SNAPSHOTS)")
     p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
     p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
