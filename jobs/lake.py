@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -47,26 +48,19 @@ class Lake:
 
     def merge(self, name: str, data: pa.Table) -> None:
         """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
-        if not data.num_rows:
-            return
-        spec = TABLES[name]
-        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
-        (DeltaTable(self.path(name))
-         .merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
-         .when_matched_update_all()
-         .when_not_matched_insert_all()
-         .execute())
+        if data.num_rows:
+            self._on_keys(name, data).when_matched_update_all().when_not_matched_insert_all().execute()
 
     def update(self, name: str, data: pa.Table, columns: list[str]) -> None:
         """Set `columns` of existing rows matched on the table's keys (other columns keep their values)."""
-        if not data.num_rows:
-            return
+        if data.num_rows:
+            self._on_keys(name, data).when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns}).execute()
+
+    def _on_keys(self, name: str, data: pa.Table) -> TableMerger:
+        """A MERGE of `data` (alias s) into the table (alias t) matching on the table's keys."""
         spec = TABLES[name]
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
-        (DeltaTable(self.path(name))
-         .merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
-         .when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns})
-         .execute())
+        return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
     def read_arrow(self, name: str, filters: list[tuple[str, str, object]] | None = None) -> pa.Table:
         """The table's current snapshot as Arrow, optionally filtered (pyarrow filter tuples)."""
