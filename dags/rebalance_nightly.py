@@ -1,9 +1,9 @@
 """Nightly rebalance plan: ingest consumer-group snapshots, measure key skew, plan every group, gate, publish.
 
 Snapshots come from Kafka when `REBALANCE_KAFKA_BOOTSTRAP_SERVERS` (or `REBALANCE_KAFKA_CONN_ID`) is set, with key
-samples of `REBALANCE_SAMPLE_TOPICS`; from snapshot files otherwise. Each task is one call into `jobs/`; tasks
-share nothing but the lake (`REBALANCE_LAKE`, default `./lake`), keyed by the Airflow run id. The schedule comes
-from `REBALANCE_NIGHTLY_SCHEDULE` (default 02:00 UTC daily). Parameters override the environment for one run:
+samples of `REBALANCE_SAMPLE_TOPICS`; from snapshot files otherwise. Each task is one call into `jobs.pipeline`;
+tasks share nothing but the lake (`REBALANCE_LAKE`, default `./lake`), keyed by the Airflow run id. The schedule
+comes from `REBALANCE_NIGHTLY_SCHEDULE` (default 02:00 UTC daily). Parameters override the environment for one run:
 `snapshots` (file, directory or glob of snapshot JSON), `strategies` (comma-separated assignors to evaluate),
 `lake`, and `what_if` (partition counts the key-skew job compares with today's).
 """
@@ -31,10 +31,6 @@ def _config(params: dict):
                            lake=params.get("lake"), what_if=params.get("what_if"))
 
 
-def _trigger(dag_run) -> str:
-    return "scheduled" if str(dag_run.run_type).endswith("scheduled") else "manual"
-
-
 @dag(
     dag_id=os.path.splitext(os.path.basename(__file__))[0],
     schedule=os.environ.get("REBALANCE_NIGHTLY_SCHEDULE", "0 2 * * *"),
@@ -48,46 +44,34 @@ def _trigger(dag_run) -> str:
 def rebalance_nightly():
     @task
     def ingest(params=None, run_id=None) -> dict:
-        from jobs import ingest
+        from jobs.pipeline import ingest_step
 
-        result = ingest.run(_config(params), run_id)
-        return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
+        return ingest_step(_config(params), run_id)
 
     @task
     def skew(ingested: dict, params=None, run_id=None) -> dict:
-        from jobs.pipeline import measure_skew
-        from jobs.spark import get_spark
+        from jobs.pipeline import skew_step
 
-        config = _config(params)
-        weights = measure_skew(get_spark(config.spark_master), config, run_id)
-        return {"weighted_topics": sorted(weights)}
+        return skew_step(_config(params), run_id)
 
     @task
     def plan(skewed: dict, params=None, run_id=None, dag_run=None) -> dict:
-        from jobs import plan
-        from jobs.key_skew import partition_weights
-        from jobs.lake import Lake
-        from jobs.spark import get_spark
+        from jobs.pipeline import plan_step
 
-        config = _config(params)
-        return plan.run(get_spark(config.spark_master), config, run_id, trigger=_trigger(dag_run),
-                        weights=partition_weights(Lake(config.lake), run_id))
+        trigger = "scheduled" if str(dag_run.run_type).endswith("scheduled") else "manual"
+        return plan_step(_config(params), run_id, trigger)
 
     @task
     def gate(planned: dict, params=None, run_id=None) -> dict:
-        from jobs import gate
-        from jobs.spark import get_spark
+        from jobs.pipeline import gate_step
 
-        config = _config(params)
-        return gate.run(get_spark(config.spark_master), config, run_id)
+        return gate_step(_config(params), run_id)
 
     @task
     def publish(gated: dict, params=None, run_id=None) -> list:
-        from jobs import publish
+        from jobs.pipeline import publish_step
 
-        report = publish.run(_config(params), run_id)
-        print(publish.format_report(report))
-        return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in report]
+        return publish_step(_config(params), run_id)
 
     publish(gate(plan(skew(ingest()))))
 

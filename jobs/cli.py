@@ -198,10 +198,42 @@ def _skew(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_what_if(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("what-if", help="plan a group's latest snapshot with more partitions or other members")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--partitions", default="", help="new partition counts: TOPIC=N[,TOPIC=N...]")
+    p.add_argument("--add-members", type=int, default=0, help="members joining (subscribed to all its topics)")
+    p.add_argument("--remove-members", default="", help="member ids leaving, comma-separated")
+    p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_what_if)
+
+
+def _what_if(args: argparse.Namespace) -> int:
+    from jobs import pipeline
+    from jobs.config import Config
+    from jobs.key_skew_options import parse_counts
+    from jobs.what_if import ScenarioError
+
+    config = Config.from_env(strategies=args.strategies, lake=args.lake)
+    run_id = pipeline.new_run_id("what-if")
+    try:
+        pipeline.what_if_step(config, run_id, args.group, partitions=parse_counts(args.partitions),
+                              add_members=args.add_members,
+                              remove_members=[m for m in args.remove_members.split(",") if m])
+    except ScenarioError as e:
+        print(f"rebalance what-if: {e}", file=sys.stderr)
+        return 2
+    pipeline.plan_step(config, run_id, "manual")
+    pipeline.gate_step(config, run_id)
+    report = pipeline.publish_step(config, run_id)
+    return 0 if all(r["status"] == "approved" for r in report) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_assign, _add_snapshot, _add_run, _add_sql, _add_demo, _add_hash, _add_skew):
+    for add in (_add_assign, _add_snapshot, _add_run, _add_what_if, _add_sql, _add_demo, _add_hash, _add_skew):
         add(sub)
     return parser
 

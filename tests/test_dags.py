@@ -51,3 +51,40 @@ def test_the_nightly_dag_plans_and_approves_every_good_group(airflow_db, spark, 
     assert lake.read_arrow("gate_results").num_rows == 5 * 4
     (quarantined,) = lake.read_arrow("quarantine").to_pylist()
     assert quarantined["source"].endswith("billing-truncated.json")
+
+
+def test_the_what_if_dag_is_manual_with_validated_parameters():
+    dag = dag_bag().dags["rebalance_what_if"]
+    assert dag.schedule is None
+    assert [t.task_id for t in dag.topological_sort()] == ["scenario", "plan", "gate", "publish"]
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(dag.params)
+    params.update({"group": "payments", "add_members": 1, "partitions": {"orders": 24}})
+    params.validate()
+    for name, bad in [("add_members", -1), ("partitions", {"orders": 0}), ("group", ""),
+                      ("remove_members", ["a", "a"])]:
+        with pytest.raises(ParamValidationError, match=f"param {name}"):
+            params.update({name: bad})
+
+
+@pytest.mark.airflow
+@pytest.mark.spark
+def test_the_what_if_dag_publishes_a_scenario_generation(airflow_db, spark, lake):
+    from airflow.utils.state import DagRunState
+
+    from jobs import pipeline
+    from jobs.config import Config
+
+    pipeline.run(Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",)), "nightly", spark=spark)
+    dag = dag_bag().dags["rebalance_what_if"]
+    run = dag.test(run_conf={"lake": str(lake.root), "group": "inventory", "partitions": {"stock": 9},
+                             "add_members": 1, "strategies": "range,sticky"})
+    assert run.state == DagRunState.SUCCESS
+    latest = max((g for g in lake.read_arrow("generations").to_pylist() if g["group_id"] == "inventory"),
+                 key=lambda g: g["generation_id"])
+    assert (latest["generation_id"], latest["run_id"], latest["status"]) == (2, run.run_id, "approved")
+    failed = dag.test(run_conf={"lake": str(lake.root), "group": "inventory", "partitions": {"stock": 3}})
+    assert failed.state == DagRunState.FAILED
+    assert {g["run_id"] for g in lake.read_arrow("generations").to_pylist()} == {"nightly", run.run_id}

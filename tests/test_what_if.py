@@ -1,0 +1,78 @@
+"""What-if scenarios: rebuilt from the lake, changed, validated, then planned like any run (also by Airflow)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jobs import ingest, pipeline, what_if
+from jobs.config import Config
+from jobs.what_if import ScenarioError
+
+DEMO = Path(ingest.__file__).with_name("demo_data")
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def config(lake) -> Config:
+    ingest.run(Config(lake=str(lake.root), snapshots=str(DEMO)), "nightly-1", received_at=T0)
+    return Config(lake=str(lake.root), strategies=("range", "cooperative-sticky"))
+
+
+def test_the_latest_snapshot_is_rebuilt_as_a_valid_document(lake, config):
+    doc = what_if.latest_document(lake, "payments")
+    assert doc["topics"] == {"orders": 12, "refunds": 4} and doc["generation"] == 41
+    assert [m["member_id"] for m in doc["members"]] == ["payments-1-4b1c2f", "payments-2-9f0e11", "payments-3-07aa35"]
+    assert doc["members"][0]["owned"][:2] == [["orders", 0], ["orders", 1]]
+    assert doc["what_if_of"] == "nightly-1"
+
+
+def test_apply_changes_counts_and_members():
+    doc = {"group_id": "g", "protocol": "range", "topics": {"a": 4, "b": 2},
+           "members": [{"member_id": "m1", "strategies": ["range"], "topics": ["a"], "owned": [], "assignment": []},
+                       {"member_id": "m2", "strategies": ["range"], "topics": ["b"], "owned": [], "assignment": []}]}
+    scenario = what_if.apply(doc, partitions={"a": 8}, add_members=2, remove_members=["m2"])
+    assert scenario["topics"] == {"a": 8, "b": 2}
+    assert [(m["member_id"], m["topics"]) for m in scenario["members"]] == [
+        ("m1", ["a"]), ("what-if-1", ["a", "b"]), ("what-if-2", ["a", "b"])]
+    assert doc["topics"]["a"] == 4  # the source document is left as it was
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"partitions": {"orders": 6}}, "partitions.orders: 6 is fewer than today's 12; Kafka cannot remove partitions"),
+    ({"partitions": {"audit": 3}}, "partitions.audit: unknown topic; the group subscribes to ['orders', 'refunds']"),
+    ({"remove_members": ["nobody"]}, "remove_members: ['nobody'] are not members of group 'payments'"),
+    ({"add_members": -1}, "add_members: must be zero or more, got -1"),
+])
+def test_impossible_scenarios_are_rejected_with_the_parameter_named(lake, config, kwargs, message):
+    with pytest.raises(ScenarioError) as error:
+        what_if.run(config, "what-if-1", "payments", **kwargs)
+    assert str(error.value) == message
+    assert lake.read_arrow("snapshots", [("snapshot_id", "=", "what-if-1")]).num_rows == 0
+
+
+def test_an_unknown_group_is_a_clear_error(lake, config):
+    with pytest.raises(ScenarioError, match="group: no snapshot of group 'nope' in the lake"):
+        what_if.run(config, "what-if-1", "nope")
+
+
+@pytest.mark.spark
+def test_a_scenario_is_planned_gated_and_published_as_a_new_generation(spark, lake, config):
+    pipeline.run(config.with_overrides(snapshots=str(DEMO)), "nightly-2", spark=spark)
+    what_if.run(config, "what-if-1", "payments", partitions={"orders": 24}, add_members=1,
+                remove_members=["payments-3-07aa35"], received_at=T0)
+    pipeline.plan_step(config, "what-if-1", "manual", spark)
+    pipeline.gate_step(config, "what-if-1", spark)
+    (report,) = pipeline.publish_step(config, "what-if-1")
+    assert report == {"group_id": "payments", "generation_id": 2, "status": "approved"}
+    plans = [r for r in lake.read_arrow("plans").to_pylist() if r["generation_id"] == 2]
+    chosen = {r["strategy"] for r in lake.read_arrow("plan_metrics").to_pylist() if r["generation_id"] == 2
+              and r["group_id"] == "payments" and r["chosen"]}
+    rows = [r for r in plans if r["strategy"] in chosen]
+    assert len(rows) == 24 + 4
+    assert {r["member"] for r in rows} == {"payments-1-4b1c2f", "payments-2-9f0e11", "what-if-1"}
+    (member,) = lake.read_arrow("snapshots", [("snapshot_id", "=", "what-if-1"),
+                                              ("member_id", "=", "what-if-1")]).to_pylist()
+    assert member["source"] == "what-if"
