@@ -1,6 +1,6 @@
 # Rebalance Planner: `make demo` and `make test` are all a fresh clone needs.
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
