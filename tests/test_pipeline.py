@@ -144,3 +144,15 @@ def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
     assert weights == {p: float(expected.get(p, 0)) for p in range(10)}
     metrics = {r["group_id"]: r for r in lake.read_arrow("plan_metrics").to_pylist()}
     assert metrics["clickstream-etl"]["mean_load"] == len(keys) / 3
+
+
+def test_with_the_delta_connector_tables_are_catalog_delta_tables(spark, lake, config):
+    from jobs.spark import has_delta_connector
+
+    if not has_delta_connector(spark):
+        pytest.skip("the Delta connector jars (delta-spark) are not on this Spark session's classpath")
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    pipeline.run(config, "run-1", spark=spark)
+    history.register(spark, config)
+    assert SparkDeltaTable.forName(spark, "generations").toDF().count() == 5
