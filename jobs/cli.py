@@ -98,9 +98,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from jobs import pipeline, publish
     from jobs.config import Config
+    from jobs.kafka_settings import KafkaSettingsError
+    from jobs.kafka_source import KafkaSourceError
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
-    result = pipeline.run(config, args.run_id or pipeline.new_run_id())
+    try:
+        result = pipeline.run(config, args.run_id or pipeline.new_run_id())
+    except (FileNotFoundError, KafkaSettingsError, KafkaSourceError) as e:
+        print(f"rebalance run: error: {e}", file=sys.stderr)
+        return 2
     print(f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
           f"{len(result.ingest.quarantined)} inputs quarantined")
     for source, reason in result.ingest.quarantined:

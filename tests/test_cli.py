@@ -1,0 +1,37 @@
+"""The `rebalance` command as a user runs it: exit codes and what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs import ingest
+from jobs.cli import main
+
+DEMO = Path(ingest.__file__).with_name("demo_data")
+
+
+@pytest.mark.spark
+def test_run_then_sql_over_the_history(spark, tmp_path, capsys):
+    lake = str(tmp_path / "lake")
+    assert main(["run", "--snapshots", str(DEMO), "--lake", lake, "--strategies", "range,sticky",
+                 "--run-id", "r1"]) == 0
+    out = capsys.readouterr().out
+    assert "run r1: 5 groups ingested, 1 inputs quarantined" in out
+    assert "billing-truncated.json: invalid JSON" in out
+    assert out.count("approved") == 5
+    assert main(["sql", "SELECT count(*) AS generations FROM generations WHERE status = 'approved'",
+                 "--lake", lake]) == 0
+    assert capsys.readouterr().out.split() == ["generations", "5"]
+
+
+def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("REBALANCE_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    assert main(["run", "--snapshots", str(tmp_path / "none-*.json"), "--lake", str(tmp_path / "lake")]) == 2
+    assert "rebalance run: error: no snapshot files match" in capsys.readouterr().err
+
+
+def test_hash_prints_key_hash_and_partition(capsys):
+    assert main(["hash", "--partitions", "12", "order-1"]) == 0
+    assert capsys.readouterr().out.split() == ["order-1", "1221710326", "10"]
