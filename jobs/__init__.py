@@ -1,1 +1,1 @@
-"""jobs"""
+"""Pipeline steps (ingest, key skew, plan, gate, publish), the lake, the Kafka source and the `rebalance` CLI."""

@@ -1,4 +1,4 @@
-"""Rebalance Planner's domain: Kafka-exact assignors over consumer groups, pure Python + NumPy."""
+"""Rebalance Planner's domain, pure Python + NumPy: Kafka-exact partitioners, protocol codec and assignors."""
 
 from planner.assignment import AssignmentResult, assign
 
