@@ -13,9 +13,15 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
+from hypothesis import settings  # noqa: E402
+
 from jobs.airflow_env import configure  # noqa: E402
 
+# Property tests draw the same examples on every run and machine (no example database, no random seed).
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.load_profile("deterministic")
 configure()
+
 from fixtures_kafka import *  # noqa: F401,F403,E402
 
 
