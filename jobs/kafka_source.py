@@ -16,6 +16,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -361,6 +362,7 @@ def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: i
     threshold = None if key_fraction is None else int(key_fraction * 2**32)
     rows: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "key": [], "value_size": [],
                                   "timestamp": []}
+    scanned: Counter[tuple[str, int]] = Counter()
     tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
     with _translated(settings, "sampling keys"):
         consumer = KafkaConsumer(**settings.client_config(), group_id=None, enable_auto_commit=False,
@@ -379,6 +381,7 @@ def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: i
                     for r in records:
                         if r.offset >= end[tp]:
                             break  # arrived after the sample started
+                        scanned[(r.topic, r.partition)] += 1
                         if threshold is not None and (r.key is None or mmh3.hash(r.key, key_seed, signed=False)
                                                       >= threshold):
                             continue
@@ -395,6 +398,10 @@ def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: i
                 log.info("key sample stopped by its budget with %d partitions unfinished", len(todo))
     finally:
         consumer.close(autocommit=False)
+    # A tail sample reads the same number of records from every partition, so each record stands for the
+    # partition's retained messages over the records scanned there: the weight keeps per-partition load true.
+    retained = {(tp.topic, tp.partition): end[tp] - begin[tp] for tp in tps}
+    rows["weight"] = [retained[key] / scanned[key] for key in zip(rows["topic"], rows["partition"], strict=True)]
     if max_records is not None:
         rows = {k: v[:max_records] for k, v in rows.items()}
     return rows

@@ -40,8 +40,9 @@ PARTITION_OFFSETS = table(
 KEY_SAMPLES = table(
     "key_samples", ("sample_id", "topic", "partition", "offset"),
     [("sample_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-     ("key", pa.binary()), ("value_size", pa.int32()), ("timestamp", TS)],
-    "sampled records: key bytes, value size and the partition they were actually read from",
+     ("key", pa.binary()), ("value_size", pa.int32()), ("timestamp", TS), ("weight", pa.float64())],
+    "sampled records: key bytes, value size, the partition they were read from, and how many of the partition's "
+    "retained messages each sampled record stands for (weight)",
 )
 
 PLANS = table(

@@ -207,6 +207,9 @@ def test_sampling_takes_the_last_records_and_joins_no_group(cluster: demo_cluste
     for p in range(cluster.topics[topic]):
         offsets = sorted(o for q, o in zip(rows["partition"], rows["offset"], strict=True) if q == p)
         assert offsets == list(range(max(0, ends[(topic, p)] - 25), ends[(topic, p)]))
+        # Each sampled record stands for its share of the partition's messages: the weights add up to them all.
+        weights = [w for q, w in zip(rows["partition"], rows["weight"], strict=True) if q == p]
+        assert sum(weights) == pytest.approx(ends[(topic, p)])
 
 
 def test_consistent_key_sampling_keeps_the_same_keys(settings: KafkaSettings, cluster: demo_cluster.Cluster) -> None:

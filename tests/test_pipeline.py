@@ -136,14 +136,14 @@ def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
     keys = [f"tenant-{i % 7}".encode() for i in range(200)] + [b"hot"] * 300
     lake.merge("key_samples", rows_table("key_samples", [
         {"sample_id": "run-1", "topic": "clicks", "partition": 0, "offset": i, "key": k, "value_size": 10,
-         "timestamp": T0} for i, k in enumerate(keys)]))
+         "timestamp": T0, "weight": 3.0} for i, k in enumerate(keys)]))
     pipeline.run(config, "run-1", spark=spark)
     expected = Counter(partition_for_key(k, 10) for k in keys)
     weights = {r["partition"]: r["weight"] for r in lake.read_arrow("plans").to_pylist()
                if r["group_id"] == "clickstream-etl"}
-    assert weights == {p: float(expected.get(p, 0)) for p in range(10)}
+    assert weights == {p: 3.0 * expected.get(p, 0) for p in range(10)}  # each sample stands for 3 messages
     metrics = {r["group_id"]: r for r in lake.read_arrow("plan_metrics").to_pylist()}
-    assert metrics["clickstream-etl"]["mean_load"] == len(keys) / 3
+    assert metrics["clickstream-etl"]["mean_load"] == 3.0 * len(keys) / 3
 
 
 def test_with_the_delta_connector_tables_are_catalog_delta_tables(spark, lake, config):
