@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from schemas.key_skew import SKEW_TABLES
 from schemas.spec import TOPIC_PARTITION, TS, TableSpec, table
 
 __all__ = ["TABLES", "TS", "TOPIC_PARTITION", "TableSpec", "table"]
@@ -85,9 +86,6 @@ QUARANTINE = table(
     "rejected input, kept whole with the reason it was rejected",
 )
 
-
-# Imported last: schemas.key_skew may import this module's names (TS, TableSpec).
-from schemas.key_skew import SKEW_TABLES  # noqa: E402
 
 TABLES: dict[str, TableSpec] = {
     s.name: s
