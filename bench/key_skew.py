@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 
 from jobs.config import Config
 from jobs.key_skew import run
-from jobs.key_skew_arrow import retain_freed_memory
 from jobs.key_skew_input import read_units, resolve
 from jobs.key_skew_options import SkewOptions
 from jobs.lake import Lake
@@ -68,7 +67,6 @@ def standalone_rates(path: Path) -> tuple[float, float, int]:
     Returns (hashing one Arrow array of all sample keys, best of 3; reading the key column from the Parquet
     files and hashing it, as the job's map tasks do), and the key count.
     """
-    retain_freed_memory()
     start = time.perf_counter()
     keys = pq.read_table(path, columns=["key"])["key"].combine_chunks()
     offsets, data, nulls = key_buffers(keys)
@@ -91,7 +89,6 @@ def spark_rates(spark, lake: Lake, path: Path) -> tuple[float, float]:
 
     def hash_units(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         units = ((u, g) for batch in batches for u, g in zip(*batch.to_pydict().values(), strict=True))
-        retain_freed_memory()  # as the job's batch functions do
         n, busy = 0, 0.0
         for batch in read_units(source, units):
             start = time.perf_counter()

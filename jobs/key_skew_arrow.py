@@ -12,7 +12,6 @@ Hashing is `planner.hashing.hash_words` over whole Arrow arrays, never per row.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -46,7 +45,6 @@ METRICS_SCHEMA = pa.schema([
 ])
 
 CHUNK_ROWS = 1 << 20  # map side sums keys per ~1 M records: bounded memory, still few rows per hot key
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h mallopt parameters
 
 
 @dataclass(frozen=True)
@@ -59,20 +57,6 @@ class TopicPlan:
     @property
     def current(self) -> int:
         return self.counts[0]
-
-
-def retain_freed_memory() -> None:
-    """Let glibc keep freed NumPy temporaries in the heap of this (Spark worker) process.
-
-    Why: by default each multi-megabyte temporary of a hash pass is a fresh mmap that is page-faulted in and
-    unmapped again, which makes the hashing about 3x slower in a worker than in a warmed-up process.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return  # not glibc: nothing to tune
-    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # the largest threshold glibc accepts on 64-bit
-    libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
 
 
 def fingerprint_partitioners() -> tuple[Partitioner, ...]:
@@ -105,7 +89,6 @@ def partial_keys(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPla
 
     A key read from several partitions gives several rows; the reduce side sums them again.
     """
-    retain_freed_memory()
     for chunk in _chunks(batches, CHUNK_ROWS):
         summed = (chunk.select(["topic", "key", "partition", "weight", "bytes"])
                   .group_by(["topic", "key", "partition"], use_threads=False)
@@ -172,7 +155,6 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
 def key_metrics(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan],
                 top_keys: int) -> Iterator[pa.RecordBatch]:
     """Reduce side: exact key totals of this shuffle partition turned into per-partition loads and hot keys."""
-    retain_freed_memory()
     received = list(batches)
     if not received:
         return
