@@ -15,7 +15,8 @@ from pathlib import Path
 
 from jobs.airflow_env import configure, migrate_once
 from jobs.config import Config
-from jobs.history import query
+from jobs.history import register, text_table
+from jobs.spark import get_spark
 
 DEMO_SNAPSHOTS = Path(__file__).with_name("demo_data")
 
@@ -50,24 +51,25 @@ def run_demo(config: Config, live: bool = True) -> int:
         print("broker and consumer groups stopped")
     if code:
         return code
-    config = config.with_overrides(lake=lake)
+    spark = get_spark(config.spark_master)
+    register(spark, config.with_overrides(lake=lake))  # the views read the lake's files as they are now
     latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
     print("\nApproved generations of this run:")
-    print(query(config, f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
+    print(text_table(spark, f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
                         f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id"))
     print("\nCandidates of this run (the chosen one: best max/mean load, then fewest moves):")
-    print(query(config, f"SELECT group_id, strategy, members, partitions, count_spread, "
+    print(text_table(spark, f"SELECT group_id, strategy, members, partitions, count_spread, "
                         f"round(max_mean_load, 3) AS max_mean_load, partitions_moved, round(stickiness, 3) AS "
                         f"stickiness, chosen FROM plan_metrics m JOIN (SELECT DISTINCT group_id, generation_id "
                         f"FROM generations WHERE run_id = {latest}) USING (group_id, generation_id) "
                         f"ORDER BY group_id, strategy"))
     print("\nLag per group:")
-    print(query(config, f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
+    print(text_table(spark, f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
                         f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id"))
     print("\nQuarantined input of this run:")
-    print(query(config, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
+    print(text_table(spark, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
     print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
-    print(query(config, HISTORY_SQL))
+    print(text_table(spark, HISTORY_SQL))
     return 0
 
 

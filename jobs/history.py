@@ -28,5 +28,10 @@ def query(config: Config, sql: str, limit: int = 100, spark: SparkSession | None
     """Run one Spark SQL statement over the lake and format its first `limit` rows as a text table."""
     session = spark or get_spark(config.spark_master)
     register(session, config)
-    frame = session.sql(sql).limit(limit).toPandas()
+    return text_table(session, sql, limit)
+
+
+def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
+    """Run SQL over views already registered and format its first `limit` rows as a text table."""
+    frame = spark.sql(sql).limit(limit).toPandas()
     return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

@@ -95,16 +95,16 @@ def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: 
             result.quarantined.append((raw.source, reason))
             continue
         doc = raw.doc
-        for topic, n in doc["topics"].items():
-            counts[topic] = (n, doc["group_id"])
         result.groups.append(doc["group_id"])
         members += _member_rows(doc, snapshot_id, received_at, source)
-        offsets += _offset_rows(doc, snapshot_id)
+        group_offsets = _offset_rows(doc, snapshot_id)
+        offsets += group_offsets
         for topic, n in doc["topics"].items():
+            counts[topic] = (n, doc["group_id"])
             for p in range(n):
                 partitions.setdefault((topic, p), {"snapshot_id": snapshot_id, "topic": topic, "partition": p,
                                                    "partition_count": n, "end_offset": None})
-        for row in _offset_rows(doc, snapshot_id):
+        for row in group_offsets:
             if row["end_offset"] is not None:
                 partitions[(row["topic"], row["partition"])]["end_offset"] = row["end_offset"]
     lake.merge("snapshots", rows_table("snapshots", members))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +64,7 @@ class Lake:
         return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
     def read_arrow(self, name: str, filters: list[tuple[str, str, object]] | None = None) -> pa.Table:
-        """The table's current snapshot as Arrow, optionally filtered (pyarrow filter tuples)."""
+        """The table's current snapshot as Arrow, optionally filtered by (column, "=" or "in", value) terms."""
         table = DeltaTable(self.path(name)).to_pyarrow_table().select(TABLES[name].schema.names)
         table = table.cast(TABLES[name].schema)
         for column, op, value in filters or []:
@@ -122,11 +123,10 @@ def conform(spec: TableSpec, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=spec.schema)
 
 
-def _term(column: str, op: str, value: object):
-    import pyarrow.compute as pc
-
-    field = pc.field(column)
+def _term(column: str, op: str, value: object) -> pc.Expression:
+    """A filter term: `=` or `in` (the lookups the pipeline makes by key)."""
+    if op == "=":
+        return pc.field(column) == value
     if op == "in":
-        return field.isin(list(value))  # type: ignore[call-overload]
-    return {"=": field == value, "==": field == value, "!=": field != value, ">": field > value,
-            ">=": field >= value, "<": field < value, "<=": field <= value}[op]
+        return pc.field(column).isin(list(value))  # type: ignore[call-overload]
+    raise ValueError(f"unsupported filter operator {op!r}: use '=' or 'in'")

@@ -126,8 +126,7 @@ def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
 
 
 def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "scheduled",
-        parameters: Mapping[str, Any] | None = None, weights: Mapping[str, Sequence[float]] | None = None,
-        created_at: datetime | None = None) -> dict[str, int]:
+        weights: Mapping[str, Sequence[float]] | None = None, created_at: datetime | None = None) -> dict[str, int]:
     """Plan every group of snapshot `run_id` with each configured strategy; returns group -> generation id."""
     lake = Lake(config.lake)
     lake.create_all()
@@ -138,9 +137,10 @@ def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "sch
     counts = {r.topic: r.partition_count for r in lake.read(spark, "topic_partitions")
               .where(F.col("snapshot_id") == run_id).select("topic", "partition_count").distinct().collect()}
     weights = dict(weights or {})
-    params = {"strategies": list(config.strategies), **(parameters or {})}
-    ids = allocate_generations(lake, groups, run_id, run_id, trigger, params, created_at or datetime.now(UTC))
     strategies = list(config.strategies)
+    ids = allocate_generations(lake, groups, run_id, run_id, trigger,
+                               {"strategies": strategies, "weighted_topics": sorted(weights)},
+                               created_at or datetime.now(UTC))
     generation_of = F.create_map(*[x for g in groups for x in (F.lit(g), F.lit(ids[g]))])
 
     def transform(members: pd.DataFrame) -> pd.DataFrame:
@@ -150,9 +150,9 @@ def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "sch
              .groupBy("group_id").applyInPandas(transform, schema=from_arrow_schema(PLANS.schema))
              .cache())
     lake.merge("plans", plans.toArrow())
-    plan_metrics = metrics(plans, snapshot)
-    lake.merge("plan_metrics", plan_metrics.toArrow())
-    chosen = {r.group_id: r.strategy for r in plan_metrics.where("chosen").select("group_id", "strategy").collect()}
+    plan_metrics = metrics(plans, snapshot).toArrow()
+    lake.merge("plan_metrics", plan_metrics)
+    chosen = {r["group_id"]: r["strategy"] for r in plan_metrics.to_pylist() if r["chosen"]}
     lake.update("generations", rows_table("generations", [
         {"group_id": g, "generation_id": ids[g], "chosen_strategy": chosen.get(g)} for g in groups]),
                 ["chosen_strategy"])
