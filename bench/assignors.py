@@ -52,19 +52,24 @@ def next_round(group: GroupSpec, owner: np.ndarray, churn: float, generation: in
     rename = np.empty(len(members), dtype=np.int64)
     rename[order] = np.arange(len(members))
     pick = lambda values, fill: tuple(  # noqa: E731 - reorder per-member tuples the same way
-        ([values[m] for m in stay] + [fill(i) for i in range(len(joiners))])[i] for i in order)
+        ([values[m] for m in stay] + [fill(i) for i in range(len(joiners))])[i] for i in order
+    )
     claim_member = rename[new_index[holders[keep]]].astype(np.int32)
     claim_partition = parts[keep]
     sort = np.lexsort((claim_partition, claim_member))
     return dataclasses.replace(
-        group, members=tuple(members[i] for i in order),
+        group,
+        members=tuple(members[i] for i in order),
         subscriptions=pick(group.subscriptions, lambda i: group.subscriptions[0]),
         unknown_topics=pick(group.unknown_topics, lambda i: ()),
         group_instance_ids=pick(group.group_instance_ids, lambda i: None),
         racks=pick(group.racks, lambda i: None),
         generations=np.where(np.arange(len(members)) == rename[new_index[0]], -1, generation).astype(np.int64)
-        if new_index[0] >= 0 else np.full(len(members), generation, dtype=np.int64),
-        claim_member=claim_member[sort], claim_partition=claim_partition[sort])
+        if new_index[0] >= 0
+        else np.full(len(members), generation, dtype=np.int64),
+        claim_member=claim_member[sort],
+        claim_partition=claim_partition[sort],
+    )
 
 
 def measure(strategy: str, group: GroupSpec, repeat: int) -> dict:
@@ -78,15 +83,26 @@ def measure(strategy: str, group: GroupSpec, repeat: int) -> dict:
     assign_arrays(strategy, group)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    problems = check_plan(group, result.assignment, balance="sticky" in strategy,
-                          target=result.target if strategy == "cooperative-sticky" else None)
+    problems = check_plan(
+        group,
+        result.assignment,
+        balance="sticky" in strategy,
+        target=result.target if strategy == "cooperative-sticky" else None,
+    )
     start = time.perf_counter()
     by_member(group, np.flatnonzero(result.assignment >= 0), result.assignment[result.assignment >= 0])
     naming_ms = (time.perf_counter() - start) * 1000.0
     claims_kept = result.target[group.claim_partition] == group.claim_member
-    return {"ms": statistics.median(t[0] for t in times), "total_ms": statistics.median(t[1] for t in times),
-            "peak_mb": peak / 2**20, "rounds": result.rounds, "naming_ms": naming_ms,
-            "moved": int(np.count_nonzero(~claims_kept)), "ok": not problems, "owner": result.target}
+    return {
+        "ms": statistics.median(t[0] for t in times),
+        "total_ms": statistics.median(t[1] for t in times),
+        "peak_mb": peak / 2**20,
+        "rounds": result.rounds,
+        "naming_ms": naming_ms,
+        "moved": int(np.count_nonzero(~claims_kept)),
+        "ok": not problems,
+        "owner": result.target,
+    }
 
 
 def main() -> None:
@@ -100,8 +116,10 @@ def main() -> None:
         ("10k members uniform", 100, 1000, 10000, False),
         ("10k members non-equal", 100, 1000, 10000, True),
     ]
-    print("| case | round | strategy | partitions | members | assign ms | incl. follow-up ms | rounds "
-          "| peak MB | naming ms | moved | invariants |")
+    print(
+        "| case | round | strategy | partitions | members | assign ms | incl. follow-up ms | rounds "
+        "| peak MB | naming ms | moved | invariants |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, topics, partitions, members, single in cases:
         fresh = fresh_group(topics, partitions, members, single)
@@ -111,10 +129,12 @@ def main() -> None:
                 if round_name == "next":
                     group = next_round(fresh, assign_arrays(strategy, fresh).target, churn=0.05)
                 r = measure(strategy, group, repeat)
-                print(f"| {name} | {round_name} | {strategy} | {group.num_partitions:,} | {len(group.members):,} "
-                      f"| {r['ms']:.0f} | {r['total_ms']:.0f} | {r['rounds']} | {r['peak_mb']:.0f} "
-                      f"| {r['naming_ms']:.0f} | {r['moved']:,} | {'ok' if r['ok'] else 'VIOLATED'} |",
-                      flush=True)
+                print(
+                    f"| {name} | {round_name} | {strategy} | {group.num_partitions:,} | {len(group.members):,} "
+                    f"| {r['ms']:.0f} | {r['total_ms']:.0f} | {r['rounds']} | {r['peak_mb']:.0f} "
+                    f"| {r['naming_ms']:.0f} | {r['moved']:,} | {'ok' if r['ok'] else 'VIOLATED'} |",
+                    flush=True,
+                )
     print(f"\nprocess peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 

@@ -52,15 +52,18 @@ def main() -> None:
     print(f"{n:,} keys of 8-64 bytes, {keys.nbytes / 1e6:.0f} MB in Arrow buffers")
 
     wall, cpu = best_of(lambda: partitions_for_keys(keys, args.partitions))
-    print(f"partitions_for_keys: {n / wall / 1e6:.1f} M keys/s wall, {n / cpu / 1e6:.1f} M keys/s CPU "
-          f"({wall:.3f} s wall)")
+    print(
+        f"partitions_for_keys: {n / wall / 1e6:.1f} M keys/s wall, {n / cpu / 1e6:.1f} M keys/s CPU ({wall:.3f} s wall)"
+    )
 
     tracemalloc.start()
     partitions_for_keys(keys, args.partitions)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"peak memory allocated by one call: {peak / 1e6:.1f} MB (result alone {4 * n / 1e6:.0f} MB); "
-          f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB")
+    print(
+        f"peak memory allocated by one call: {peak / 1e6:.1f} MB (result alone {4 * n / 1e6:.0f} MB); "
+        f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3:.0f} MB"
+    )
 
     sample = keys.slice(0, 200_000).to_pylist()
     w = time.perf_counter()

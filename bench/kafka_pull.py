@@ -54,41 +54,53 @@ def main() -> None:
         demo_cluster.create_topics(broker.bootstrap, topics)
         ends = demo_cluster.produce(broker.bootstrap, topics, args.records).end_offsets()
         produced_s = time.perf_counter() - started
-        commit_only_groups(broker.bootstrap, [f"{PREFIX}offsets-{i:03d}" for i in range(args.groups - args.live)],
-                           ends)
+        commit_only_groups(broker.bootstrap, [f"{PREFIX}offsets-{i:03d}" for i in range(args.groups - args.live)], ends)
         settings = KafkaSettings(broker.bootstrap)
-        live_specs = [demo_cluster.DemoGroup(f"{PREFIX}live-{s}", (TOPIC,), args.members, s, commit_fraction=0.05)
-                      for s in (STRATEGIES * args.groups)[:args.live]]
+        live_specs = [
+            demo_cluster.DemoGroup(f"{PREFIX}live-{s}", (TOPIC,), args.members, s, commit_fraction=0.05)
+            for s in (STRATEGIES * args.groups)[: args.live]
+        ]
         t0 = time.perf_counter()
         with contextlib.ExitStack() as live:
             settled = start_live_groups(live, broker.bootstrap, live_specs, ends, args.settle_timeout)
             settle_s = time.perf_counter() - t0
             pulls, docs = timed(args.repeat, lambda: pull_snapshots(settings, group_pattern=f"{PREFIX}*"))
-        samples, table = timed(args.repeat, lambda: sample_keys(settings, [TOPIC], records_per_partition=args.records,
-                                                                 max_records=args.records, timeout_s=45.0))
+        samples, table = timed(
+            args.repeat,
+            lambda: sample_keys(
+                settings, [TOPIC], records_per_partition=args.records, max_records=args.records, timeout_s=45.0
+            ),
+        )
         broker_hwm_mb = _vm_hwm_mb(broker.pid)
 
-    print(f"setup: broker + {args.records:,} records produced in {produced_s:.1f} s; "
-          f"{args.live} live groups {'settled' if settled else 'DID NOT settle'} in {settle_s:.1f} s")
+    print(
+        f"setup: broker + {args.records:,} records produced in {produced_s:.1f} s; "
+        f"{args.live} live groups {'settled' if settled else 'DID NOT settle'} in {settle_s:.1f} s"
+    )
     members = sum(len(d["members"]) for d in docs)
     partitions = sum(len(d["offsets"]) for d in docs)
     states = ", ".join(f"{n} {s}" for s, n in sorted(Counter(d["state"] for d in docs).items()))
     print()
     print(f"{'pull_snapshots':<16}{'groups':>8}{'members':>9}{'partitions':>12}{'median ms':>11}{'best ms':>9}")
-    print(f"{'':<16}{len(docs):>8}{members:>9}{partitions:>12}{statistics.median(pulls) * 1e3:>11.0f}"
-          f"{min(pulls) * 1e3:>9.0f}   ({states}; {args.repeat} pulls)")
+    print(
+        f"{'':<16}{len(docs):>8}{members:>9}{partitions:>12}{statistics.median(pulls) * 1e3:>11.0f}"
+        f"{min(pulls) * 1e3:>9.0f}   ({states}; {args.repeat} pulls)"
+    )
     print()
     median_s = statistics.median(samples)
     print(f"{'sample_keys':<16}{'records':>8}{'partitions':>11}{'median s':>10}{'best s':>8}{'records/s':>11}")
-    print(f"{'':<16}{table.num_rows:>8}{len(table.column('partition').unique()):>11}{median_s:>10.2f}"
-          f"{min(samples):>8.2f}{table.num_rows / median_s:>11,.0f}   ({args.repeat} samples)")
+    print(
+        f"{'':<16}{table.num_rows:>8}{len(table.column('partition').unique()):>11}{median_s:>10.2f}"
+        f"{min(samples):>8.2f}{table.num_rows / median_s:>11,.0f}   ({args.repeat} samples)"
+    )
     print()
-    print(f"peak RSS: bench process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
-          f"broker {broker_hwm_mb:.0f} MB; total wall {time.perf_counter() - started:.1f} s")
+    print(
+        f"peak RSS: bench process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB, "
+        f"broker {broker_hwm_mb:.0f} MB; total wall {time.perf_counter() - started:.1f} s"
+    )
 
 
-def commit_only_groups(bootstrap: str, group_ids: Sequence[str], ends: dict[demo_cluster.TopicPartition, int]
-                       ) -> None:
+def commit_only_groups(bootstrap: str, group_ids: Sequence[str], ends: dict[demo_cluster.TopicPartition, int]) -> None:
     """Create groups that only have committed offsets: a consumer commits for every partition, then closes.
 
     Each group commits a different fraction of the log so lag varies across groups. No subscription, so no
@@ -100,17 +112,22 @@ def commit_only_groups(bootstrap: str, group_ids: Sequence[str], ends: dict[demo
 
     for i, group_id in enumerate(group_ids):
         fraction = (i + 1) / (len(group_ids) + 1)
-        consumer = KafkaConsumer(bootstrap_servers=[bootstrap], group_id=group_id, client_id=f"{group_id}-setup",
-                                 enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=[bootstrap], group_id=group_id, client_id=f"{group_id}-setup", enable_auto_commit=False
+        )
         try:
-            consumer.commit({KTP(t, p): OffsetAndMetadata(int(end * fraction), "", -1)
-                             for (t, p), end in ends.items()})
+            consumer.commit({KTP(t, p): OffsetAndMetadata(int(end * fraction), "", -1) for (t, p), end in ends.items()})
         finally:
             consumer.close(autocommit=False)
 
 
-def start_live_groups(stack: contextlib.ExitStack, bootstrap: str, specs: Sequence[demo_cluster.DemoGroup],
-                      ends: dict[demo_cluster.TopicPartition, int], settle_timeout_s: float) -> bool:
+def start_live_groups(
+    stack: contextlib.ExitStack,
+    bootstrap: str,
+    specs: Sequence[demo_cluster.DemoGroup],
+    ends: dict[demo_cluster.TopicPartition, int],
+    settle_timeout_s: float,
+) -> bool:
     """Run the live groups (demo_cluster.consumer_groups) until `stack` closes; return whether they settled.
 
     Not settling in time is not fatal: consumer_groups has then stopped the members, and the pull is measured

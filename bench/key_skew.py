@@ -54,10 +54,17 @@ def generate(path: Path, rows: int, topics: int, seed: int = 1) -> dict[str, int
             observed[rows_c] = java.partition_many(keys.take(pa.array(rows_c)), int(c))
         nulls = observed < 0
         observed[nulls] = rng.integers(0, current[nulls])
-        pq.write_table(pa.table({
-            "topic": pa.array(np.array(names, dtype=object)[topic_index], pa.string()), "key": keys,
-            "bytes": pa.array(rng.integers(50, 2000, n)), "partition": pa.array(observed)}),
-            path / f"part-{f}.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "topic": pa.array(np.array(names, dtype=object)[topic_index], pa.string()),
+                    "key": keys,
+                    "bytes": pa.array(rng.integers(50, 2000, n)),
+                    "partition": pa.array(observed),
+                }
+            ),
+            path / f"part-{f}.parquet",
+        )
     return counts
 
 
@@ -98,8 +105,13 @@ def spark_rates(spark, lake: Lake, path: Path) -> tuple[float, float]:
         yield pa.RecordBatch.from_pydict({"n": pa.array([n], pa.int64()), "busy": pa.array([busy])})
 
     units = pa.table({"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]})
-    frame = (spark.createDataFrame(units).repartition(4 * spark.sparkContext.defaultParallelism)
-             .mapInArrow(hash_units, "n long, busy double").groupBy().sum("n", "busy"))
+    frame = (
+        spark.createDataFrame(units)
+        .repartition(4 * spark.sparkContext.defaultParallelism)
+        .mapInArrow(hash_units, "n long, busy double")
+        .groupBy()
+        .sum("n", "busy")
+    )
     frame.first()  # warm the Python workers
     start = time.perf_counter()
     hashed, busy = frame.first()
@@ -116,10 +128,15 @@ def main() -> None:
     args = parser.parse_args()
     samples = args.data / f"samples-{args.rows}-{args.topics}"
     start = time.perf_counter()
-    counts = generate(samples, args.rows, args.topics) if not samples.exists() else {
-        f"topic-{t:02d}": CURRENT[t % len(CURRENT)] for t in range(args.topics)}
-    print(f"samples: {args.rows:,} keys, {args.topics} topics, what-if {WHAT_IF} "
-          f"(generated or reused in {time.perf_counter() - start:.1f} s)")
+    counts = (
+        generate(samples, args.rows, args.topics)
+        if not samples.exists()
+        else {f"topic-{t:02d}": CURRENT[t % len(CURRENT)] for t in range(args.topics)}
+    )
+    print(
+        f"samples: {args.rows:,} keys, {args.topics} topics, what-if {WHAT_IF} "
+        f"(generated or reused in {time.perf_counter() - start:.1f} s)"
+    )
 
     rate, read_rate, n = standalone_rates(samples)
     print(f"standalone batch murmur2, keys in memory: {rate / 1e6:6.2f} M keys/s ({n:,} keys)")
@@ -132,16 +149,22 @@ def main() -> None:
     lake = Lake(lake_root)
     lake.create_all()
     stage, hashing = spark_rates(spark, lake, samples)
-    print(f"murmur2 inside Spark, hashing in the tasks: {hashing / 1e6:6.2f} M keys/s per task "
-          f"= {hashing / rate:.2f} x standalone (target >= 0.33)")
-    print(f"murmur2 inside Spark, whole stage (pyarrow read + hash, {args.master}): {stage / 1e6:6.2f} M keys/s "
-          f"= {stage / rate:.2f} x standalone in memory, {stage / read_rate:.2f} x standalone read + hash")
+    print(
+        f"murmur2 inside Spark, hashing in the tasks: {hashing / 1e6:6.2f} M keys/s per task "
+        f"= {hashing / rate:.2f} x standalone (target >= 0.33)"
+    )
+    print(
+        f"murmur2 inside Spark, whole stage (pyarrow read + hash, {args.master}): {stage / 1e6:6.2f} M keys/s "
+        f"= {stage / rate:.2f} x standalone in memory, {stage / read_rate:.2f} x standalone read + hash"
+    )
     options = SkewOptions(partitions=counts, what_if=WHAT_IF, input=str(samples))
     start = time.perf_counter()
     summary = run(spark, Config(lake=str(lake_root)), "bench", options)
     elapsed = time.perf_counter() - start
-    print(f"key-skew job end to end: {elapsed:.1f} s for {args.rows:,} keys, {args.topics} topics x "
-          f"{1 + len(WHAT_IF)} counts ({summary.num_rows} summary rows; target < 60 s)")
+    print(
+        f"key-skew job end to end: {elapsed:.1f} s for {args.rows:,} keys, {args.topics} topics x "
+        f"{1 + len(WHAT_IF)} counts ({summary.num_rows} summary rows; target < 60 s)"
+    )
     print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
 
 

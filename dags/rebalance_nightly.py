@@ -19,16 +19,24 @@ PARAMS = {
     "snapshots": Param("", type="string", description="snapshot files: a path, directory or glob"),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
-    "what_if": Param("", type="string", pattern=r"^(\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*)?$",
-                     description="what-if partition counts for the key-skew job, e.g. 24,36 or 12-48:12"),
+    "what_if": Param(
+        "",
+        type="string",
+        pattern=r"^(\d+(-\d+(:\d+)?)?(,\d+(-\d+(:\d+)?)?)*)?$",
+        description="what-if partition counts for the key-skew job, e.g. 24,36 or 12-48:12",
+    ),
 }
 
 
 def _config(params: dict):
     from jobs.config import Config
 
-    return Config.from_env(snapshots=params.get("snapshots"), strategies=params.get("strategies"),
-                           lake=params.get("lake"), what_if=params.get("what_if"))
+    return Config.from_env(
+        snapshots=params.get("snapshots"),
+        strategies=params.get("strategies"),
+        lake=params.get("lake"),
+        what_if=params.get("what_if"),
+    )
 
 
 @dag(

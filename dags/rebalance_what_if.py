@@ -15,11 +15,16 @@ from airflow.sdk import Param, dag, task
 
 PARAMS = {
     "group": Param("", type="string", minLength=1, description="consumer group id to rebalance"),
-    "partitions": Param({}, type="object", additionalProperties={"type": "integer", "minimum": 1},
-                        description='new partition counts, e.g. {"orders": 24}'),
+    "partitions": Param(
+        {},
+        type="object",
+        additionalProperties={"type": "integer", "minimum": 1},
+        description='new partition counts, e.g. {"orders": 24}',
+    ),
     "add_members": Param(0, type="integer", minimum=0, maximum=10000, description="members joining"),
-    "remove_members": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
-                            description="member ids leaving"),
+    "remove_members": Param(
+        [], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True, description="member ids leaving"
+    ),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "snapshot_id": Param("", type="string", description="snapshot to start from (default: the group's latest)"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
@@ -46,9 +51,15 @@ def rebalance_what_if():
     def scenario(params=None, run_id=None) -> dict:
         from jobs.pipeline import what_if_step
 
-        return what_if_step(_config(params), run_id, params["group"], partitions=params["partitions"],
-                            add_members=params["add_members"], remove_members=params["remove_members"],
-                            snapshot_id=params["snapshot_id"] or None)
+        return what_if_step(
+            _config(params),
+            run_id,
+            params["group"],
+            partitions=params["partitions"],
+            add_members=params["add_members"],
+            remove_members=params["remove_members"],
+            snapshot_id=params["snapshot_id"] or None,
+        )
 
     @task
     def plan(scenario: dict, params=None, run_id=None) -> dict:

@@ -35,6 +35,10 @@ def migrate_once(home: Path) -> None:
     """Create or upgrade Airflow's metadata database the first time (a marker file remembers it)."""
     marker = home / ".migrated"
     if not marker.exists():
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, env=os.environ.copy(),
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            check=True,
+            env=os.environ.copy(),
+            stdout=subprocess.DEVNULL,
+        )
         marker.touch()

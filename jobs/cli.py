@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 def _add_assign(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("assign", help="assign a group's partitions with a Kafka assignor; prints JSON")
-    p.add_argument("--strategy", default="range",
-                   help="range, roundrobin, sticky, cooperative-sticky, or package.module:Class")
+    p.add_argument(
+        "--strategy", default="range", help="range, roundrobin, sticky, cooperative-sticky, or package.module:Class"
+    )
     p.add_argument("snapshot", help="group in the compact assignor form or the snapshot-file form (JSON)")
     p.set_defaults(func=_assign)
 
@@ -55,8 +56,12 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", default="*", help="glob of group ids; '*' (default) = every group with members")
     p.add_argument("--sample-topics", default="", help="comma-separated topics to sample keys from")
     p.add_argument("--sample-records", type=int, default=1000, help="last N records per partition to sample")
-    p.add_argument("--output", required=True, help="snapshot file (JSON array; JSON lines if it ends in .jsonl); "
-                                                    "samples go next to it as <stem>.key_samples.parquet")
+    p.add_argument(
+        "--output",
+        required=True,
+        help="snapshot file (JSON array; JSON lines if it ends in .jsonl); "
+        "samples go next to it as <stem>.key_samples.parquet",
+    )
     p.set_defaults(func=_snapshot)
 
 
@@ -69,8 +74,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         settings = from_env(bootstrap_servers=args.bootstrap_servers)
         if settings is None:
-            raise KafkaSettingsError("no Kafka configured: pass --bootstrap-servers or set "
-                                     "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID")
+            raise KafkaSettingsError(
+                "no Kafka configured: pass --bootstrap-servers or set "
+                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID"
+            )
         documents = pull_snapshots(settings, group_pattern=args.group)
         topics = [t.strip() for t in args.sample_topics.split(",") if t.strip()]
         samples = sample_keys(settings, topics, args.sample_records) if topics else None
@@ -81,8 +88,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     if samples is not None:
         write_key_samples(samples, output.with_name(f"{output.stem}.key_samples.parquet"))
     write_snapshots(documents, output)
-    print(f"{len(documents)} group snapshots -> {output}"
-          + (f"; {samples.num_rows} key samples" if samples is not None else ""))
+    print(
+        f"{len(documents)} group snapshots -> {output}"
+        + (f"; {samples.num_rows} key samples" if samples is not None else "")
+    )
     return 0
 
 
@@ -107,8 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, KafkaSettingsError, KafkaSourceError) as e:
         print(f"rebalance run: error: {e}", file=sys.stderr)
         return 2
-    print(f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
-          f"{len(result.ingest.quarantined)} inputs quarantined")
+    print(
+        f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
+        f"{len(result.ingest.quarantined)} inputs quarantined"
+    )
     for source, reason in result.ingest.quarantined:
         print(f"  quarantined {source}: {reason}")
     print(publish.format_report(result.report))
@@ -134,8 +145,9 @@ def _sql(args: argparse.Namespace) -> int:
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the nightly DAG once (`airflow dags test`) against an embedded Kafka cluster")
     p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
-    p.add_argument("--files", action="store_true",
-                   help="plan the bundled snapshot files instead of a live embedded Kafka cluster")
+    p.add_argument(
+        "--files", action="store_true", help="plan the bundled snapshot files instead of a live embedded Kafka cluster"
+    )
     p.set_defaults(func=_demo)
 
 
@@ -149,9 +161,12 @@ def _demo(args: argparse.Namespace) -> int:
 def _add_hash(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hash", help="print each key's hash and partition as a producer's partitioner computes them")
     p.add_argument("--partitions", type=int, required=True, help="partition count of the topic")
-    p.add_argument("--partitioner", default="murmur2",
-                   help="murmur2 (Java default), murmur2_random, consistent, consistent_random (librdkafka "
-                        "default), fnv1a, fnv1a_random, sarama, sarama_reference, random")
+    p.add_argument(
+        "--partitioner",
+        default="murmur2",
+        help="murmur2 (Java default), murmur2_random, consistent, consistent_random (librdkafka "
+        "default), fnv1a, fnv1a_random, sarama, sarama_reference, random",
+    )
     p.add_argument("--hex", action="store_true", help="keys are hex-encoded bytes, not UTF-8 text")
     p.add_argument("keys", nargs="+", metavar="KEY")
     p.set_defaults(func=_hash)
@@ -224,9 +239,14 @@ def _what_if(args: argparse.Namespace) -> int:
     config = Config.from_env(strategies=args.strategies, lake=args.lake)
     run_id = pipeline.new_run_id("what-if")
     try:
-        pipeline.what_if_step(config, run_id, args.group, partitions=parse_counts(args.partitions),
-                              add_members=args.add_members,
-                              remove_members=[m for m in args.remove_members.split(",") if m])
+        pipeline.what_if_step(
+            config,
+            run_id,
+            args.group,
+            partitions=parse_counts(args.partitions),
+            add_members=args.add_members,
+            remove_members=[m for m in args.remove_members.split(",") if m],
+        )
     except ScenarioError as e:
         print(f"rebalance what-if: {e}", file=sys.stderr)
         return 2

@@ -30,8 +30,11 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Config:
         """Read REBALANCE_* variables, then apply explicit overrides (DAG params, CLI flags)."""
         env = os.environ if env is None else env
-        values = {f.name: env[ENV_PREFIX + f.name.upper()] for f in fields(cls)
-                  if env.get(ENV_PREFIX + f.name.upper(), "") != ""}
+        values = {
+            f.name: env[ENV_PREFIX + f.name.upper()]
+            for f in fields(cls)
+            if env.get(ENV_PREFIX + f.name.upper(), "") != ""
+        }
         return cls().with_overrides(**values).with_overrides(**overrides)
 
     def with_overrides(self, **overrides: Any) -> Config:
@@ -42,8 +45,9 @@ class Config:
                 continue
             default = getattr(self, name)
             if isinstance(default, tuple):
-                value = tuple(s.strip() for s in value.split(",") if s.strip()) if isinstance(value, str) \
-                    else tuple(value)
+                value = (
+                    tuple(s.strip() for s in value.split(",") if s.strip()) if isinstance(value, str) else tuple(value)
+                )
             elif isinstance(default, int):
                 value = int(value)
             clean[name] = value

@@ -43,10 +43,14 @@ def run_demo(config: Config, live: bool = True) -> int:
         started = time.monotonic()
         print("starting an embedded Kafka broker with keyed traffic and live consumer groups ...")
         with demo_cluster.running() as cluster:
-            print(f"broker on {cluster.bootstrap} (pid {cluster.broker_pid}): topics {cluster.topics}, groups "
-                  f"{sorted(cluster.groups)}; ready in {time.monotonic() - started:.1f} s")
-            env |= {"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
-                    "REBALANCE_SAMPLE_TOPICS": ",".join(cluster.topics)}
+            print(
+                f"broker on {cluster.bootstrap} (pid {cluster.broker_pid}): topics {cluster.topics}, groups "
+                f"{sorted(cluster.groups)}; ready in {time.monotonic() - started:.1f} s"
+            )
+            env |= {
+                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+                "REBALANCE_SAMPLE_TOPICS": ",".join(cluster.topics),
+            }
             code = _dag_test(env, home, f"Kafka at {cluster.bootstrap}")
         print("broker and consumer groups stopped")
     if code:
@@ -55,17 +59,32 @@ def run_demo(config: Config, live: bool = True) -> int:
     register(spark, config.with_overrides(lake=lake))  # the views read the lake's files as they are now
     latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
     print("\nApproved generations of this run:")
-    print(text_table(spark, f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
-                        f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id"))
+    print(
+        text_table(
+            spark,
+            f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
+            f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id",
+        )
+    )
     print("\nCandidates of this run (the chosen one: best max/mean load, then fewest moves):")
-    print(text_table(spark, f"SELECT group_id, strategy, members, partitions, count_spread, "
-                        f"round(max_mean_load, 3) AS max_mean_load, partitions_moved, round(stickiness, 3) AS "
-                        f"stickiness, chosen FROM plan_metrics m JOIN (SELECT DISTINCT group_id, generation_id "
-                        f"FROM generations WHERE run_id = {latest}) USING (group_id, generation_id) "
-                        f"ORDER BY group_id, strategy"))
+    print(
+        text_table(
+            spark,
+            f"SELECT group_id, strategy, members, partitions, count_spread, "
+            f"round(max_mean_load, 3) AS max_mean_load, partitions_moved, round(stickiness, 3) AS "
+            f"stickiness, chosen FROM plan_metrics m JOIN (SELECT DISTINCT group_id, generation_id "
+            f"FROM generations WHERE run_id = {latest}) USING (group_id, generation_id) "
+            f"ORDER BY group_id, strategy",
+        )
+    )
     print("\nLag per group:")
-    print(text_table(spark, f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
-                        f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id"))
+    print(
+        text_table(
+            spark,
+            f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
+            f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id",
+        )
+    )
     print("\nQuarantined input of this run:")
     print(text_table(spark, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
     print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
@@ -79,8 +98,12 @@ def _dag_test(env: dict[str, str], home: Path, source: str) -> int:
     print(f"airflow dags test rebalance_nightly ({source}, lake {env['REBALANCE_LAKE']}; log {log})")
     started = time.monotonic()
     with open(log, "w") as out:
-        dag = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", "rebalance_nightly"],
-                             env=env, stdout=out, stderr=subprocess.STDOUT)
+        dag = subprocess.run(
+            [sys.executable, "-m", "airflow", "dags", "test", "rebalance_nightly"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     print(f"DAG run {'succeeded' if dag.returncode == 0 else 'FAILED'} in {time.monotonic() - started:.1f} s")
     if dag.returncode:
         print(log.read_text()[-4000:])

@@ -129,16 +129,31 @@ def noida_binary() -> Path:
 
 
 @contextlib.contextmanager
-def broker(*, port: int | None = None, data_dir: str | None = None, startup_timeout_s: float = 30.0
-           ) -> Iterator[Broker]:
+def broker(
+    *, port: int | None = None, data_dir: str | None = None, startup_timeout_s: float = 30.0
+) -> Iterator[Broker]:
     """Run noida-db (Kafka only) on 127.0.0.1 in a temporary data dir; stop it by PID and clean up on exit."""
     port = port or free_port()
     own_dir = data_dir is None
     data = data_dir or tempfile.mkdtemp(prefix="rebalance-kafka-")
     log = open(Path(data).parent / f"{Path(data).name}.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
-        [str(noida_binary()), "start", "--host", "127.0.0.1", "--only", "kafka", "--kafka-port", str(port),
-         "--data-dir", data], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [
+            str(noida_binary()),
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--only",
+            "kafka",
+            "--kafka-port",
+            str(port),
+            "--data-dir",
+            data,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         _wait_listening(proc, port, startup_timeout_s, log.name)
         yield Broker(f"127.0.0.1:{port}", proc.pid, data)
@@ -185,8 +200,7 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
         admin.wait_for_topics(list(topics), timeout_ms=30_000)
 
 
-def skewed_keys(n: int, *, distinct: int = 2_000, hot: int = 3, hot_share: float = 0.4, seed: int = 7
-                ) -> list[bytes]:
+def skewed_keys(n: int, *, distinct: int = 2_000, hot: int = 3, hot_share: float = 0.4, seed: int = 7) -> list[bytes]:
     """`n` keys where `hot` keys carry `hot_share` of the records and the rest spread over `distinct` keys."""
     rng = random.Random(seed)
     hot_keys = [f"customer-hot-{i}".encode() for i in range(hot)]
@@ -223,8 +237,9 @@ def produce(bootstrap: str, topics: dict[str, int], records_per_topic: int, *, s
             produced.partition.append(meta.partition)
             produced.offset.append(meta.offset)
 
-    producer = KafkaProducer(bootstrap_servers=[bootstrap], client_id="demo-producer", linger_ms=20,
-                             batch_size=256 * 1024, acks=1)
+    producer = KafkaProducer(
+        bootstrap_servers=[bootstrap], client_id="demo-producer", linger_ms=20, batch_size=256 * 1024, acks=1
+    )
     try:
         for i, topic in enumerate(topics):
             for key in skewed_keys(records_per_topic, seed=seed + i):
@@ -241,8 +256,9 @@ def produce(bootstrap: str, topics: dict[str, int], records_per_topic: int, *, s
 
 
 @contextlib.contextmanager
-def consumer_groups(bootstrap: str, groups: Sequence[DemoGroup], ends: dict[TopicPartition, int], *,
-                    settle_timeout_s: float = 90.0) -> Iterator[dict[str, RunningGroup]]:
+def consumer_groups(
+    bootstrap: str, groups: Sequence[DemoGroup], ends: dict[TopicPartition, int], *, settle_timeout_s: float = 90.0
+) -> Iterator[dict[str, RunningGroup]]:
     """Run the groups' members in background threads until every group is stable with its offsets committed."""
     stop = threading.Event()
     running: dict[str, RunningGroup] = {}
@@ -263,26 +279,39 @@ def consumer_groups(bootstrap: str, groups: Sequence[DemoGroup], ends: dict[Topi
                 t.join(timeout=30)
 
 
-def _start_python_member(bootstrap: str, group: RunningGroup, client_id: str, index: int,
-                         stop: threading.Event) -> None:
+def _start_python_member(
+    bootstrap: str, group: RunningGroup, client_id: str, index: int, stop: threading.Event
+) -> None:
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
-    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                "sticky": StickyPartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
+    assignor = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "sticky": StickyPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }
     spec = group.spec
     consumer = KafkaConsumer(
-        *spec.topics, bootstrap_servers=[bootstrap], group_id=spec.group_id, client_id=client_id,
+        *spec.topics,
+        bootstrap_servers=[bootstrap],
+        group_id=spec.group_id,
+        client_id=client_id,
         group_instance_id=f"{spec.group_id}-instance-{index}" if spec.static else None,
-        partition_assignment_strategy=[assignor[spec.strategy]], enable_auto_commit=False,
-        auto_offset_reset="earliest", max_poll_records=500, session_timeout_ms=30_000,
-        heartbeat_interval_ms=1_000)
+        partition_assignment_strategy=[assignor[spec.strategy]],
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=500,
+        session_timeout_ms=30_000,
+        heartbeat_interval_ms=1_000,
+    )
     group.members[client_id] = consumer
-    thread = threading.Thread(target=_python_member_loop, args=(consumer, group, stop),
-                              name=f"demo-{client_id}", daemon=True)
+    thread = threading.Thread(
+        target=_python_member_loop, args=(consumer, group, stop), name=f"demo-{client_id}", daemon=True
+    )
     group.threads.append(thread)
     thread.start()
 
@@ -311,21 +340,29 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
         consumer.close(autocommit=False)
 
 
-def _start_librdkafka_member(bootstrap: str, group: RunningGroup, client_id: str, index: int,
-                             stop: threading.Event) -> None:
+def _start_librdkafka_member(
+    bootstrap: str, group: RunningGroup, client_id: str, index: int, stop: threading.Event
+) -> None:
     from confluent_kafka import Consumer  # dev dependency: only the demo runs a librdkafka member
 
     spec = group.spec
-    config = {"bootstrap.servers": bootstrap, "group.id": spec.group_id, "client.id": client_id,
-              "partition.assignment.strategy": spec.strategy, "enable.auto.commit": False,
-              "auto.offset.reset": "earliest", "session.timeout.ms": 30_000}
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": spec.group_id,
+        "client.id": client_id,
+        "partition.assignment.strategy": spec.strategy,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 30_000,
+    }
     if spec.static:
         config["group.instance.id"] = f"{spec.group_id}-instance-{index}"
     consumer = Consumer(config)
     consumer.subscribe(list(spec.topics))
     group.members[client_id] = consumer
-    thread = threading.Thread(target=_librdkafka_member_loop, args=(consumer, client_id, group, stop),
-                              name=f"demo-{client_id}", daemon=True)
+    thread = threading.Thread(
+        target=_librdkafka_member_loop, args=(consumer, client_id, group, stop), name=f"demo-{client_id}", daemon=True
+    )
     group.threads.append(thread)
     thread.start()
 
@@ -387,29 +424,51 @@ def _settled(group: RunningGroup, described: dict[str, Any]) -> bool:
     if set(group.committed) != set(group.targets):
         return False
     client_view = group.assignments()
-    broker_view = {m["client_id"]: {(t["topic"], p) for t in m["member_assignment"]["assigned_partitions"]
-                                    for p in t["partitions"]}
-                   for m in described["members"] if isinstance(m["member_assignment"], dict)}
+    broker_view = {
+        m["client_id"]: {
+            (t["topic"], p) for t in m["member_assignment"]["assigned_partitions"] for p in t["partitions"]
+        }
+        for m in described["members"]
+        if isinstance(m["member_assignment"], dict)
+    }
     covered = set().union(*client_view.values()) if client_view else set()
     return client_view == broker_view and covered == set(group.targets)
 
 
 @contextlib.contextmanager
-def running(*, bootstrap: str | None = None, topics: dict[str, int] | None = None, records_per_topic: int = 5_000,
-            groups: Sequence[DemoGroup] = DEFAULT_GROUPS, prefix: str = "", seed: int = 7,
-            settle_timeout_s: float = 120.0) -> Iterator[Cluster]:
+def running(
+    *,
+    bootstrap: str | None = None,
+    topics: dict[str, int] | None = None,
+    records_per_topic: int = 5_000,
+    groups: Sequence[DemoGroup] = DEFAULT_GROUPS,
+    prefix: str = "",
+    seed: int = 7,
+    settle_timeout_s: float = 120.0,
+) -> Iterator[Cluster]:
     """Start (or reuse, given `bootstrap`) a broker, create topics, produce, run groups; stop all of it on exit.
 
     `prefix` namespaces topic and group names so several playgrounds can share one broker.
     """
     topics = {prefix + t: n for t, n in (topics or DEFAULT_TOPICS).items()}
-    groups = [DemoGroup(prefix + g.group_id, tuple(prefix + t for t in g.topics), g.members, g.strategy,
-                        g.client, g.static, g.commit_fraction) for g in groups]
+    groups = [
+        DemoGroup(
+            prefix + g.group_id,
+            tuple(prefix + t for t in g.topics),
+            g.members,
+            g.strategy,
+            g.client,
+            g.static,
+            g.commit_fraction,
+        )
+        for g in groups
+    ]
     with contextlib.ExitStack() as stack:
         started = None if bootstrap else stack.enter_context(broker())
         address = bootstrap or started.bootstrap
         create_topics(address, topics)
         produced = produce(address, topics, records_per_topic, seed=seed)
-        live = stack.enter_context(consumer_groups(address, groups, produced.end_offsets(),
-                                                   settle_timeout_s=settle_timeout_s))
+        live = stack.enter_context(
+            consumer_groups(address, groups, produced.end_offsets(), settle_timeout_s=settle_timeout_s)
+        )
         yield Cluster(address, started.pid if started else None, topics, produced, live)

@@ -51,8 +51,11 @@ def read_documents(path: Path) -> Iterator[RawDocument]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        yield RawDocument(str(path), data.decode("utf-8", "backslashreplace"),
-                          error=f"file is not UTF-8 text: byte {e.start}: {e.reason}")
+        yield RawDocument(
+            str(path),
+            data.decode("utf-8", "backslashreplace"),
+            error=f"file is not UTF-8 text: byte {e.start}: {e.reason}",
+        )
         return
     try:
         parsed = json.loads(text)
@@ -74,8 +77,14 @@ def read_documents(path: Path) -> Iterator[RawDocument]:
         yield RawDocument(str(path), text, doc=parsed)
 
 
-def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: str, run_id: str,
-                     received_at: datetime, source: str = "file") -> IngestResult:
+def ingest_documents(
+    lake: Lake,
+    documents: Iterable[RawDocument],
+    snapshot_id: str,
+    run_id: str,
+    received_at: datetime,
+    source: str = "file",
+) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     result = IngestResult(snapshot_id)
     members: list[dict[str, Any]] = []
@@ -90,8 +99,16 @@ def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: 
         if errors:
             reason = "; ".join(errors)
             ingest_id = hashlib.sha256(f"{run_id}\0{raw.source}".encode()).hexdigest()[:20]
-            quarantine.append({"ingest_id": ingest_id, "run_id": run_id, "source": raw.source,
-                               "raw_payload": raw.raw, "error": reason, "received_at": received_at})
+            quarantine.append(
+                {
+                    "ingest_id": ingest_id,
+                    "run_id": run_id,
+                    "source": raw.source,
+                    "raw_payload": raw.raw,
+                    "error": reason,
+                    "received_at": received_at,
+                }
+            )
             result.quarantined.append((raw.source, reason))
             continue
         doc = raw.doc
@@ -102,8 +119,16 @@ def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: 
         for topic, n in doc["topics"].items():
             counts[topic] = (n, doc["group_id"])
             for p in range(n):
-                partitions.setdefault((topic, p), {"snapshot_id": snapshot_id, "topic": topic, "partition": p,
-                                                   "partition_count": n, "end_offset": None})
+                partitions.setdefault(
+                    (topic, p),
+                    {
+                        "snapshot_id": snapshot_id,
+                        "topic": topic,
+                        "partition": p,
+                        "partition_count": n,
+                        "end_offset": None,
+                    },
+                )
         for row in group_offsets:
             if row["end_offset"] is not None:
                 partitions[(row["topic"], row["partition"])]["end_offset"] = row["end_offset"]
@@ -114,20 +139,28 @@ def ingest_documents(lake: Lake, documents: Iterable[RawDocument], snapshot_id: 
     return result
 
 
-def run(config: Config, run_id: str, *, received_at: datetime | None = None,
-        documents: Iterable[RawDocument] | None = None, source: str | None = None) -> IngestResult:
+def run(
+    config: Config,
+    run_id: str,
+    *,
+    received_at: datetime | None = None,
+    documents: Iterable[RawDocument] | None = None,
+    source: str | None = None,
+) -> IngestResult:
     """Ingest snapshot `run_id`: given documents, else Kafka when bootstrap servers are configured, else files."""
     lake = Lake(config.lake)
     lake.create_all()
     received_at = received_at or datetime.now(UTC)
     if documents is None:
         documents, source = configured_documents(config, lake, run_id, received_at)
-    return ingest_documents(lake, documents, snapshot_id=run_id, run_id=run_id, received_at=received_at,
-                            source=source or "file")
+    return ingest_documents(
+        lake, documents, snapshot_id=run_id, run_id=run_id, received_at=received_at, source=source or "file"
+    )
 
 
-def configured_documents(config: Config, lake: Lake, run_id: str,
-                         received_at: datetime) -> tuple[Iterable[RawDocument], str]:
+def configured_documents(
+    config: Config, lake: Lake, run_id: str, received_at: datetime
+) -> tuple[Iterable[RawDocument], str]:
     """The run's input: a Kafka pull (plus key samples of `sample_topics`) or the configured snapshot files."""
     from jobs import kafka_settings
 
@@ -135,24 +168,31 @@ def configured_documents(config: Config, lake: Lake, run_id: str,
     if settings is None:
         files = snapshot_files(config.snapshots)
         if not files:
-            raise FileNotFoundError(f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
-                                    "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)")
+            raise FileNotFoundError(
+                f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
+                "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
+            )
         return (raw for path in files for raw in read_documents(path)), "file"
     from jobs import kafka_source
 
     # A Kafka pull is all or nothing: any failure raises before a row is written.
     docs = kafka_source.pull_snapshots(settings, group_pattern=config.group_pattern, captured_at=received_at)
     if config.sample_topics:
-        lake.merge("key_samples", kafka_source.sample_keys(settings, config.sample_topics, config.sample_records,
-                                                           sample_id=run_id))
+        lake.merge(
+            "key_samples",
+            kafka_source.sample_keys(settings, config.sample_topics, config.sample_records, sample_id=run_id),
+        )
     origin = f"kafka://{settings.bootstrap_servers}"
     return [RawDocument(f"{origin}/{d['group_id']}", json.dumps(d), doc=d) for d in docs], "kafka"
 
 
 def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) -> list[str]:
     """A topic has one partition count per snapshot: a group that disagrees with an earlier one is rejected."""
-    return [f"topics.{t}: {n} partitions here, but {counts[t][0]} in group {counts[t][1]!r} of the same snapshot"
-            for t, n in doc["topics"].items() if t in counts and counts[t][0] != n]
+    return [
+        f"topics.{t}: {n} partitions here, but {counts[t][0]} in group {counts[t][1]!r} of the same snapshot"
+        for t, n in doc["topics"].items()
+        if t in counts and counts[t][0] != n
+    ]
 
 
 def _duplicate_group(doc: Mapping[str, Any], groups: list[str]) -> list[str]:
@@ -174,19 +214,32 @@ def _tps(pairs: Iterable[list[Any]] | None) -> list[dict[str, Any]]:
 
 def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime, source: str) -> list[dict]:
     group = {
-        "snapshot_id": snapshot_id, "group_id": doc["group_id"],
+        "snapshot_id": snapshot_id,
+        "group_id": doc["group_id"],
         "captured_at": _parse_time(doc.get("captured_at"), received_at),
-        "source": doc.get("source", source), "state": doc.get("state", "Stable"),
-        "protocol_type": doc.get("protocol_type", "consumer"), "protocol": doc.get("protocol"),
+        "source": doc.get("source", source),
+        "state": doc.get("state", "Stable"),
+        "protocol_type": doc.get("protocol_type", "consumer"),
+        "protocol": doc.get("protocol"),
         "kafka_generation": doc.get("generation"),
     }
     if not doc["members"]:
         return [{**group, "member_id": "", "strategies": [], "topics": [], "owned": [], "assignment": []}]
-    return [{**group, "member_id": m["member_id"], "client_id": m.get("client_id"), "host": m.get("host"),
-             "group_instance_id": m.get("group_instance_id"), "rack": m.get("rack"),
-             "strategies": list(m.get("strategies") or []), "topics": sorted(set(m["topics"])),
-             "owned": _tps(m.get("owned")), "assignment": _tps(m.get("assignment"))}
-            for m in doc["members"]]
+    return [
+        {
+            **group,
+            "member_id": m["member_id"],
+            "client_id": m.get("client_id"),
+            "host": m.get("host"),
+            "group_instance_id": m.get("group_instance_id"),
+            "rack": m.get("rack"),
+            "strategies": list(m.get("strategies") or []),
+            "topics": sorted(set(m["topics"])),
+            "owned": _tps(m.get("owned")),
+            "assignment": _tps(m.get("assignment")),
+        }
+        for m in doc["members"]
+    ]
 
 
 def _offset_rows(doc: Mapping[str, Any], snapshot_id: str) -> list[dict[str, Any]]:
@@ -194,7 +247,15 @@ def _offset_rows(doc: Mapping[str, Any], snapshot_id: str) -> list[dict[str, Any
     for o in doc.get("offsets") or []:
         committed, end = o.get("committed"), o.get("end")
         lag = end - committed if committed is not None and committed >= 0 and end is not None else None
-        rows.append({"snapshot_id": snapshot_id, "group_id": doc["group_id"], "topic": o["topic"],
-                     "partition": o["partition"], "committed": committed, "end_offset": end, "lag": lag})
+        rows.append(
+            {
+                "snapshot_id": snapshot_id,
+                "group_id": doc["group_id"],
+                "topic": o["topic"],
+                "partition": o["partition"],
+                "committed": committed,
+                "end_offset": end,
+                "lag": lag,
+            }
+        )
     return rows
-

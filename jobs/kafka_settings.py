@@ -55,17 +55,17 @@ class KafkaSettings:
         object.__setattr__(self, "bootstrap_servers", ",".join(servers))
         protocol = self.security_protocol.upper()
         if protocol not in SECURITY_PROTOCOLS:
-            raise KafkaSettingsError(
-                f"security protocol {self.security_protocol!r} is not one of {SECURITY_PROTOCOLS}")
+            raise KafkaSettingsError(f"security protocol {self.security_protocol!r} is not one of {SECURITY_PROTOCOLS}")
         object.__setattr__(self, "security_protocol", protocol)
         if protocol.startswith("SASL_"):
             mechanism = (self.sasl_mechanism or "PLAIN").upper()
             if mechanism not in SASL_MECHANISMS:
-                raise KafkaSettingsError(
-                    f"SASL mechanism {self.sasl_mechanism!r} is not one of {SASL_MECHANISMS}")
+                raise KafkaSettingsError(f"SASL mechanism {self.sasl_mechanism!r} is not one of {SASL_MECHANISMS}")
             if not self.sasl_username or not self.sasl_password:
-                raise KafkaSettingsError(f"{protocol} needs a SASL username and password "
-                                         "(REBALANCE_KAFKA_SASL_USERNAME / REBALANCE_KAFKA_SASL_PASSWORD)")
+                raise KafkaSettingsError(
+                    f"{protocol} needs a SASL username and password "
+                    "(REBALANCE_KAFKA_SASL_USERNAME / REBALANCE_KAFKA_SASL_PASSWORD)"
+                )
             object.__setattr__(self, "sasl_mechanism", mechanism)
         for name in _INTS:
             if getattr(self, name) <= 0:
@@ -89,12 +89,18 @@ class KafkaSettings:
             "bootstrap_timeout_ms": self.connect_timeout_ms,
         }
         if self.security_protocol.startswith("SASL_"):
-            config.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.sasl_username,
-                          sasl_plain_password=Secret(self.sasl_password or ""))
+            config.update(
+                sasl_mechanism=self.sasl_mechanism,
+                sasl_plain_username=self.sasl_username,
+                sasl_plain_password=Secret(self.sasl_password or ""),
+            )
         if self.security_protocol.endswith("SSL"):
-            config.update(ssl_cafile=self.ssl_cafile, ssl_certfile=self.ssl_certfile,
-                          ssl_keyfile=self.ssl_keyfile,
-                          ssl_password=Secret(self.ssl_key_password) if self.ssl_key_password else None)
+            config.update(
+                ssl_cafile=self.ssl_cafile,
+                ssl_certfile=self.ssl_certfile,
+                ssl_keyfile=self.ssl_keyfile,
+                ssl_password=Secret(self.ssl_key_password) if self.ssl_key_password else None,
+            )
         return config
 
     def with_overrides(self, **overrides: Any) -> KafkaSettings:
@@ -135,24 +141,36 @@ def from_airflow_connection(conn_id: str) -> KafkaSettings:
     try:
         conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
-        raise KafkaSettingsError(
-            f"Airflow connection {conn_id!r} (REBALANCE_KAFKA_CONN_ID) is not defined") from None
-    return settings_from_connection(conn.host, conn.port, conn.login, conn.password, conn.extra_dejson,
-                                    name=conn_id)
+        raise KafkaSettingsError(f"Airflow connection {conn_id!r} (REBALANCE_KAFKA_CONN_ID) is not defined") from None
+    return settings_from_connection(conn.host, conn.port, conn.login, conn.password, conn.extra_dejson, name=conn_id)
 
 
 _EXTRA_ALIASES = {
-    "bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_username", "sasl.password": "sasl_password",
-    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_key_password", "client.id": "client_id",
-    "request.timeout.ms": "request_timeout_ms", "socket.connection.setup.timeout.ms": "connect_timeout_ms",
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_username",
+    "sasl.password": "sasl_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_key_password",
+    "client.id": "client_id",
+    "request.timeout.ms": "request_timeout_ms",
+    "socket.connection.setup.timeout.ms": "connect_timeout_ms",
 }
 
 
-def settings_from_connection(host: str | None, port: int | None, login: str | None, password: str | None,
-                             extra: Mapping[str, Any], *, name: str = "connection") -> KafkaSettings:
+def settings_from_connection(
+    host: str | None,
+    port: int | None,
+    login: str | None,
+    password: str | None,
+    extra: Mapping[str, Any],
+    *,
+    name: str = "connection",
+) -> KafkaSettings:
     """Map an Airflow-style connection's fields to settings (apart from Airflow so it is testable alone)."""
     known = {f.name for f in fields(KafkaSettings)}
     values: dict[str, Any] = {}

@@ -58,8 +58,14 @@ class SourceTimeoutError(KafkaSourceError):
     """A broker did not answer a request within the request timeout."""
 
 
-def pull_snapshots(settings: KafkaSettings, *, group_pattern: str = "*", include_empty: bool | None = None,
-                   rebalance_budget_s: float = 10.0, captured_at: datetime | None = None) -> list[dict[str, Any]]:
+def pull_snapshots(
+    settings: KafkaSettings,
+    *,
+    group_pattern: str = "*",
+    include_empty: bool | None = None,
+    rebalance_budget_s: float = 10.0,
+    captured_at: datetime | None = None,
+) -> list[dict[str, Any]]:
     """Snapshot documents (ARCHITECTURE.md file contract) of the consumer groups matching a glob pattern.
 
     With the default pattern '*' only groups that have members are returned; with any other pattern empty and
@@ -70,12 +76,17 @@ def pull_snapshots(settings: KafkaSettings, *, group_pattern: str = "*", include
     keep_empty = group_pattern != "*" if include_empty is None else include_empty
     with _admin(settings) as admin, _translated(settings, "pulling consumer groups"):
         listed = admin.list_groups()
-        matched = sorted({g["group_id"] for g in listed
-                          if g.get("protocol_type") in (CONSUMER_PROTOCOL, "")
-                          and fnmatchcase(g["group_id"], group_pattern)})
+        matched = sorted(
+            {
+                g["group_id"]
+                for g in listed
+                if g.get("protocol_type") in (CONSUMER_PROTOCOL, "") and fnmatchcase(g["group_id"], group_pattern)
+            }
+        )
         if not matched and group_pattern != "*":
-            raise UnknownGroupError(f"no consumer group matches {group_pattern!r} "
-                                    f"(the cluster has {len(listed)} groups)")
+            raise UnknownGroupError(
+                f"no consumer group matches {group_pattern!r} (the cluster has {len(listed)} groups)"
+            )
         described = _describe_settled(admin, matched, rebalance_budget_s)
         groups = [described[g] for g in matched if keep_empty or described[g].members]
         if not groups:
@@ -86,13 +97,20 @@ def pull_snapshots(settings: KafkaSettings, *, group_pattern: str = "*", include
         wanted |= {tp.topic for offsets in committed.values() for tp in offsets}
         counts = _partition_counts(admin, sorted(wanted), missing_ok=True)
         ends = _end_offsets(admin, counts)
-    return [_group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured)
-            for g in groups]
+    return [_group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured) for g in groups]
 
 
-def sample_keys(settings: KafkaSettings, topics: Sequence[str], records_per_partition: int, *,
-                max_records: int | None = None, timeout_s: float = 60.0, key_fraction: float | None = None,
-                key_seed: int = 0, sample_id: str | None = None) -> pa.Table:
+def sample_keys(
+    settings: KafkaSettings,
+    topics: Sequence[str],
+    records_per_partition: int,
+    *,
+    max_records: int | None = None,
+    timeout_s: float = 60.0,
+    key_fraction: float | None = None,
+    key_seed: int = 0,
+    sample_id: str | None = None,
+) -> pa.Table:
     """`key_samples` rows for the last `records_per_partition` records of every partition of `topics`.
 
     Reads without a consumer group and commits nothing. Stops early at `max_records` kept rows or after
@@ -143,6 +161,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
 
 # -- connection and errors ---------------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def _admin(settings: KafkaSettings) -> Iterator[Any]:
     from kafka import KafkaAdminClient
@@ -152,8 +171,10 @@ def _admin(settings: KafkaSettings) -> Iterator[Any]:
             admin = KafkaAdminClient(**settings.client_config())
         except Exception:
             if failures:  # bootstrap retries auth failures until its timeout; report the real cause
-                raise KafkaAuthError(f"Kafka at {settings.bootstrap_servers} refused the connection: "
-                                     f"{type(failures[0]).__name__} ({settings.security_protocol})") from None
+                raise KafkaAuthError(
+                    f"Kafka at {settings.bootstrap_servers} refused the connection: "
+                    f"{type(failures[0]).__name__} ({settings.security_protocol})"
+                ) from None
             raise
     try:
         yield admin
@@ -172,7 +193,8 @@ def _bootstrap_failures() -> Iterator[list[BaseException]]:
         def emit(self, record: logging.LogRecord) -> None:
             for arg in record.args if isinstance(record.args, tuple) else ():
                 if isinstance(arg, SaslAuthenticationFailedError | AuthorizationError) or (
-                        isinstance(arg, KafkaConnectionError) and "Handshake failed" in str(arg)):
+                    isinstance(arg, KafkaConnectionError) and "Handshake failed" in str(arg)
+                ):
                     seen.append(arg)
 
     handler = _Collector(logging.WARNING)
@@ -204,8 +226,9 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
         raise BrokerUnreachableError(f"{action}: cannot reach {where}: {exc}") from exc
     except ke.KafkaTimeoutError as exc:
         if "bootstrap" in str(exc):
-            raise BrokerUnreachableError(f"{action}: no broker answered at {settings.bootstrap_servers} "
-                                         f"within {settings.connect_timeout_ms} ms") from exc
+            raise BrokerUnreachableError(
+                f"{action}: no broker answered at {settings.bootstrap_servers} within {settings.connect_timeout_ms} ms"
+            ) from exc
         raise SourceTimeoutError(f"{action}: {where} timed out: {exc}") from exc
     except ke.RequestTimedOutError as exc:
         raise SourceTimeoutError(f"{action}: {where} timed out after {settings.request_timeout_ms} ms") from exc
@@ -214,6 +237,7 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
 
 
 # -- groups -----------------------------------------------------------------------------------------------------
+
 
 def _describe_raw(admin: Any, group_ids: Sequence[str]) -> dict[str, Any]:
     """DescribeGroups with member metadata and assignment left as raw bytes.
@@ -258,9 +282,15 @@ def _member_document(member: Any, group: Any) -> dict[str, Any]:
 
     protocol_name = group.protocol_data or None
     doc: dict[str, Any] = {
-        "member_id": member.member_id, "client_id": member.client_id, "host": member.client_host,
-        "group_instance_id": member.group_instance_id, "rack": None,
-        "strategies": [protocol_name] if protocol_name else [], "topics": [], "owned": [], "assignment": [],
+        "member_id": member.member_id,
+        "client_id": member.client_id,
+        "host": member.client_host,
+        "group_instance_id": member.group_instance_id,
+        "rack": None,
+        "strategies": [protocol_name] if protocol_name else [],
+        "topics": [],
+        "owned": [],
+        "assignment": [],
         "generation": None,
     }
     if group.protocol_type != CONSUMER_PROTOCOL:
@@ -336,37 +366,71 @@ def _end_offsets(admin: Any, counts: dict[str, int]) -> dict[tuple[str, int], in
     return {(tp.topic, tp.partition): o.offset for tp, o in admin.list_partition_offsets(specs).items()}
 
 
-def _group_document(group: Any, members: list[dict[str, Any]], counts: dict[str, int], committed: dict[Any, Any],
-                    ends: dict[tuple[str, int], int], captured: datetime) -> dict[str, Any]:
+def _group_document(
+    group: Any,
+    members: list[dict[str, Any]],
+    counts: dict[str, int],
+    committed: dict[Any, Any],
+    ends: dict[tuple[str, int], int],
+    captured: datetime,
+) -> dict[str, Any]:
     commits = {(tp.topic, tp.partition): om.offset for tp, om in committed.items() if om.offset >= 0}
     names = sorted({t for m in members for t in m["topics"]} | {t for t, _ in commits})
     topics = {t: counts[t] for t in names if t in counts}
-    offsets = [{"topic": t, "partition": p, "committed": commits.get((t, p)), "end": ends[(t, p)]}
-               for t in topics for p in range(topics[t])]
+    offsets = [
+        {"topic": t, "partition": p, "committed": commits.get((t, p)), "end": ends[(t, p)]}
+        for t in topics
+        for p in range(topics[t])
+    ]
     return {
-        "group_id": group.group_id, "captured_at": captured.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "source": "kafka",
-        "state": group.group_state, "protocol_type": group.protocol_type or None,
-        "protocol": group.protocol_data or None, "generation": None,  # classic DescribeGroups carries none
-        "topics": topics, "members": sorted(members, key=lambda m: m["member_id"]), "offsets": offsets,
+        "group_id": group.group_id,
+        "captured_at": captured.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "source": "kafka",
+        "state": group.group_state,
+        "protocol_type": group.protocol_type or None,
+        "protocol": group.protocol_data or None,
+        "generation": None,  # classic DescribeGroups carries none
+        "topics": topics,
+        "members": sorted(members, key=lambda m: m["member_id"]),
+        "offsets": offsets,
     }
 
 
 # -- key samples ------------------------------------------------------------------------------------------------
 
-def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: int, max_records: int | None,
-               timeout_s: float, key_fraction: float | None, key_seed: int) -> dict[str, list[Any]]:
+
+def _read_tail(
+    settings: KafkaSettings,
+    counts: dict[str, int],
+    per_partition: int,
+    max_records: int | None,
+    timeout_s: float,
+    key_fraction: float | None,
+    key_seed: int,
+) -> dict[str, list[Any]]:
     import mmh3
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
     threshold = None if key_fraction is None else int(key_fraction * 2**32)
-    rows: dict[str, list[Any]] = {"topic": [], "partition": [], "offset": [], "key": [], "value_size": [],
-                                  "timestamp": []}
+    rows: dict[str, list[Any]] = {
+        "topic": [],
+        "partition": [],
+        "offset": [],
+        "key": [],
+        "value_size": [],
+        "timestamp": [],
+    }
     scanned: Counter[tuple[str, int]] = Counter()
     tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
     with _translated(settings, "sampling keys"):
-        consumer = KafkaConsumer(**settings.client_config(), group_id=None, enable_auto_commit=False,
-                                 max_poll_records=10_000, fetch_max_wait_ms=100)
+        consumer = KafkaConsumer(
+            **settings.client_config(),
+            group_id=None,
+            enable_auto_commit=False,
+            max_poll_records=10_000,
+            fetch_max_wait_ms=100,
+        )
     try:
         with _translated(settings, "sampling keys"):
             begin, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
@@ -382,8 +446,9 @@ def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: i
                         if r.offset >= end[tp]:
                             break  # arrived after the sample started
                         scanned[(r.topic, r.partition)] += 1
-                        if threshold is not None and (r.key is None or mmh3.hash(r.key, key_seed, signed=False)
-                                                      >= threshold):
+                        if threshold is not None and (
+                            r.key is None or mmh3.hash(r.key, key_seed, signed=False) >= threshold
+                        ):
                             continue
                         rows["topic"].append(r.topic)
                         rows["partition"].append(r.partition)
@@ -410,6 +475,8 @@ def _read_tail(settings: KafkaSettings, counts: dict[str, int], per_partition: i
 def _samples_table(sample_id: str, rows: dict[str, list[Any]]) -> pa.Table:
     schema = KEY_SAMPLES.schema
     n = len(rows["key"])
-    columns = {"sample_id": pa.array([sample_id] * n, pa.string()), **{
-        name: pa.array(values, schema.field(name).type) for name, values in rows.items()}}
+    columns = {
+        "sample_id": pa.array([sample_id] * n, pa.string()),
+        **{name: pa.array(values, schema.field(name).type) for name, values in rows.items()},
+    }
     return pa.table([columns[f.name] for f in schema], schema=schema)

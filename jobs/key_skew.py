@@ -56,15 +56,18 @@ def topic_plans(counts: Mapping[str, int], options: SkewOptions) -> dict[str, To
     return plans
 
 
-def measure(spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], *, top_keys: int,
-            shuffle_partitions: int) -> DataFrame:
+def measure(
+    spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], *, top_keys: int, shuffle_partitions: int
+) -> DataFrame:
     """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
 
     The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.key_skew_input).
     """
     plans = dict(plans)
-    units = pa.table({"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]},
-                     schema=pa.schema([("uri", pa.string()), ("row_group", pa.int32())]))
+    units = pa.table(
+        {"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]},
+        schema=pa.schema([("uri", pa.string()), ("row_group", pa.int32())]),
+    )
     tasks = max(1, min(len(source.units), 4 * spark.sparkContext.defaultParallelism))
 
     def map_side(batches):
@@ -74,83 +77,140 @@ def measure(spark: SparkSession, source: SampleSource, plans: Mapping[str, Topic
     def reduce_side(batches):
         return key_metrics(batches, plans, top_keys)
 
-    return (spark.createDataFrame(units).repartition(tasks)
-            .mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
-            .repartition(shuffle_partitions, "topic", "key")
-            .mapInArrow(reduce_side, from_arrow_schema(METRICS_SCHEMA)))
+    return (
+        spark.createDataFrame(units)
+        .repartition(tasks)
+        .mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
+        .repartition(shuffle_partitions, "topic", "key")
+        .mapInArrow(reduce_side, from_arrow_schema(METRICS_SCHEMA))
+    )
 
 
 def loads(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
     """`key_skew` rows (without run columns): per-partition totals, load and share of the topic."""
     per_count = Window.partitionBy("topic", "partitioner", "partition_count")
-    return (metrics.where(F.col("kind") == "load")
-            .groupBy("topic", "partitioner", "partition_count", "partition")
-            .agg(*[F.sum(c).alias(c) for c in ("messages", "bytes", "distinct_keys", "remapped_keys",
-                                                "remapped_messages", "null_key_messages", "null_key_bytes")])
-            .withColumn("load", F.col("messages") + F.col("null_key_messages"))
-            .withColumn("share", F.try_divide(F.col("load"), F.sum("load").over(per_count)))
-            .withColumn("current", F.col("partition_count") == _current_count(plans)))
+    return (
+        metrics.where(F.col("kind") == "load")
+        .groupBy("topic", "partitioner", "partition_count", "partition")
+        .agg(
+            *[
+                F.sum(c).alias(c)
+                for c in (
+                    "messages",
+                    "bytes",
+                    "distinct_keys",
+                    "remapped_keys",
+                    "remapped_messages",
+                    "null_key_messages",
+                    "null_key_bytes",
+                )
+            ]
+        )
+        .withColumn("load", F.col("messages") + F.col("null_key_messages"))
+        .withColumn("share", F.try_divide(F.col("load"), F.sum("load").over(per_count)))
+        .withColumn("current", F.col("partition_count") == _current_count(plans))
+    )
 
 
 def hot_keys(metrics: DataFrame, key_skew: DataFrame, top_keys: int) -> DataFrame:
     """`key_skew_hot_keys` rows: the topic's top keys by messages (ties: smaller key) at every count."""
     totals = key_skew.groupBy("topic", "partitioner", "partition_count").agg(F.sum("load").alias("total"))
     rank = Window.partitionBy("topic", "partitioner", "partition_count").orderBy(F.desc("messages"), "key")
-    return (metrics.where(F.col("kind") == "hot")
-            .withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= top_keys)
-            .join(totals, ["topic", "partitioner", "partition_count"])
-            .withColumn("share", F.try_divide(F.col("messages"), F.col("total")))
-            .select("topic", "partitioner", "partition_count", F.col("rank").cast("int"), "key", "messages",
-                    "bytes", "partition", "share"))
+    return (
+        metrics.where(F.col("kind") == "hot")
+        .withColumn("rank", F.row_number().over(rank))
+        .where(F.col("rank") <= top_keys)
+        .join(totals, ["topic", "partitioner", "partition_count"])
+        .withColumn("share", F.try_divide(F.col("messages"), F.col("total")))
+        .select(
+            "topic",
+            "partitioner",
+            "partition_count",
+            F.col("rank").cast("int"),
+            "key",
+            "messages",
+            "bytes",
+            "partition",
+            "share",
+        )
+    )
 
 
 def fingerprint(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
     """`key_skew_fingerprint` rows: the share of observed keyed records each partitioner explains today."""
-    return (metrics.where(F.col("kind") == "fingerprint")
-            .groupBy("topic", "partitioner")
-            .agg(F.sum("messages").alias("observed_messages"), F.sum("explained").alias("explained_messages"))
-            .withColumn("share", F.try_divide(F.col("explained_messages"), F.col("observed_messages")))
-            .withColumn("partition_count", _current_count(plans)))
+    return (
+        metrics.where(F.col("kind") == "fingerprint")
+        .groupBy("topic", "partitioner")
+        .agg(F.sum("messages").alias("observed_messages"), F.sum("explained").alias("explained_messages"))
+        .withColumn("share", F.try_divide(F.col("explained_messages"), F.col("observed_messages")))
+        .withColumn("partition_count", _current_count(plans))
+    )
 
 
-def summary(key_skew: DataFrame, hot: DataFrame, prints: DataFrame, metrics: DataFrame,
-            plans: Mapping[str, TopicPlan], options: SkewOptions) -> DataFrame:
+def summary(
+    key_skew: DataFrame,
+    hot: DataFrame,
+    prints: DataFrame,
+    metrics: DataFrame,
+    plans: Mapping[str, TopicPlan],
+    options: SkewOptions,
+) -> DataFrame:
     """`key_skew_summary` rows: load statistics per candidate count, the recommendation and the fingerprint."""
     candidate = ["topic", "partitioner", "partition_count"]
     # Gini over loads sorted ascending: sum((2i - n - 1) * x_i) / (n * sum x), i = 1..n.
     ascending = Window.partitionBy(*candidate).orderBy("load", "partition")
-    stats = (key_skew.withColumn("i", F.row_number().over(ascending))
-             .groupBy(*candidate, "current")
-             .agg(F.sum("messages").alias("messages"), F.sum("null_key_messages").alias("nulls"),
-                  F.sum("bytes").alias("bytes"), F.sum("distinct_keys").alias("distinct_keys"),
-                  F.max("load").alias("max_load"), F.avg("load").alias("mean_load"),
-                  F.stddev_pop("load").alias("std"), F.sum("load").alias("total"),
-                  F.sum((2 * F.col("i") - F.col("partition_count") - 1) * F.col("load")).alias("gini_sum"),
-                  F.sum("remapped_keys").alias("keys_remapped"), F.sum("remapped_messages").alias("moved")))
+    stats = (
+        key_skew.withColumn("i", F.row_number().over(ascending))
+        .groupBy(*candidate, "current")
+        .agg(
+            F.sum("messages").alias("messages"),
+            F.sum("null_key_messages").alias("nulls"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("distinct_keys").alias("distinct_keys"),
+            F.max("load").alias("max_load"),
+            F.avg("load").alias("mean_load"),
+            F.stddev_pop("load").alias("std"),
+            F.sum("load").alias("total"),
+            F.sum((2 * F.col("i") - F.col("partition_count") - 1) * F.col("load")).alias("gini_sum"),
+            F.sum("remapped_keys").alias("keys_remapped"),
+            F.sum("remapped_messages").alias("moved"),
+        )
+    )
     best = Window.partitionBy("topic", "partitioner").orderBy(
-        F.asc_nulls_last("max_mean"), "keys_remapped", "partition_count")
+        F.asc_nulls_last("max_mean"), "keys_remapped", "partition_count"
+    )
     top = hot.where(F.col("rank") == 1).select(
-        *candidate, F.col("key").alias("hot_key"), F.col("partition").alias("hot_key_partition"),
-        F.col("share").alias("hot_key_share"))
-    measured = (stats
-                .withColumn("null_key_messages", F.round("nulls").cast("long"))
-                .withColumn("null_key_placement", F.when(F.col("nulls") > 0, F.lit("spread")))
-                .withColumn("max_mean", F.try_divide(F.col("max_load"), F.col("mean_load")))
-                .withColumn("cv", F.try_divide(F.col("std"), F.col("mean_load")))
-                .withColumn("gini", F.try_divide(F.col("gini_sum"), F.col("partition_count") * F.col("total")))
-                .withColumn("keys_remapped_share", F.try_divide(F.col("keys_remapped"), F.col("distinct_keys")))
-                .withColumn("traffic_remapped_share", F.try_divide(F.col("moved"), F.col("messages")))
-                .withColumn("recommended", F.row_number().over(best) == 1)
-                .join(top, candidate, "left")
-                .join(_fingerprint_verdict(prints, options.java_threshold), "topic", "left"))
-    unknown = (metrics.where(F.col("kind") == "unknown").groupBy("topic")
-               .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
-               .withColumn("partitioner", _topic_partitioner(options))
-               .withColumn("partition_count", F.lit(0))
-               .withColumn("current", F.lit(True))
-               .withColumn("error", F.format_string(
-                   "topic %s has no partition count in the metadata; give it with --partitions TOPIC=N",
-                   F.col("topic"))))
+        *candidate,
+        F.col("key").alias("hot_key"),
+        F.col("partition").alias("hot_key_partition"),
+        F.col("share").alias("hot_key_share"),
+    )
+    measured = (
+        stats.withColumn("null_key_messages", F.round("nulls").cast("long"))
+        .withColumn("null_key_placement", F.when(F.col("nulls") > 0, F.lit("spread")))
+        .withColumn("max_mean", F.try_divide(F.col("max_load"), F.col("mean_load")))
+        .withColumn("cv", F.try_divide(F.col("std"), F.col("mean_load")))
+        .withColumn("gini", F.try_divide(F.col("gini_sum"), F.col("partition_count") * F.col("total")))
+        .withColumn("keys_remapped_share", F.try_divide(F.col("keys_remapped"), F.col("distinct_keys")))
+        .withColumn("traffic_remapped_share", F.try_divide(F.col("moved"), F.col("messages")))
+        .withColumn("recommended", F.row_number().over(best) == 1)
+        .join(top, candidate, "left")
+        .join(_fingerprint_verdict(prints, options.java_threshold), "topic", "left")
+    )
+    unknown = (
+        metrics.where(F.col("kind") == "unknown")
+        .groupBy("topic")
+        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+        .withColumn("partitioner", _topic_partitioner(options))
+        .withColumn("partition_count", F.lit(0))
+        .withColumn("current", F.lit(True))
+        .withColumn(
+            "error",
+            F.format_string(
+                "topic %s has no partition count in the metadata; give it with --partitions TOPIC=N", F.col("topic")
+            ),
+        )
+    )
     columns = [f.name for f in KEY_SKEW_SUMMARY.schema if f.name not in ("run_id", "computed_at")]
     return measured.unionByName(unknown, allowMissingColumns=True).select(*columns)
 
@@ -159,11 +219,15 @@ def _fingerprint_verdict(prints: DataFrame, threshold: float) -> DataFrame:
     """Per topic: the partitioner explaining most records (ties: PARTITIONERS order), and Java compatibility."""
     order = F.create_map(*[x for i, name in enumerate(PARTITIONERS) for x in (F.lit(name), F.lit(i))])
     best = Window.partitionBy("topic").orderBy(F.desc("share"), order[F.col("partitioner")])
-    java = (prints.where(F.col("partitioner") == JAVA_PARTITIONER)
-            .select("topic", (F.col("share") >= threshold).alias("java_compatible")))
-    return (prints.withColumn("n", F.row_number().over(best)).where(F.col("n") == 1)
-            .select("topic", F.col("partitioner").alias("fingerprint"), F.col("share").alias("fingerprint_share"))
-            .join(java, "topic", "left"))
+    java = prints.where(F.col("partitioner") == JAVA_PARTITIONER).select(
+        "topic", (F.col("share") >= threshold).alias("java_compatible")
+    )
+    return (
+        prints.withColumn("n", F.row_number().over(best))
+        .where(F.col("n") == 1)
+        .select("topic", F.col("partitioner").alias("fingerprint"), F.col("share").alias("fingerprint_share"))
+        .join(java, "topic", "left")
+    )
 
 
 def _current_count(plans: Mapping[str, TopicPlan]) -> Column:
@@ -181,13 +245,13 @@ def _topic_partitioner(options: SkewOptions) -> Column:
     return F.coalesce(chosen[F.col("topic")], F.lit(options.partitioner))
 
 
-def compute(spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan],
-            options: SkewOptions) -> SkewResult:
+def compute(
+    spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], options: SkewOptions
+) -> SkewResult:
     """The transform: samples -> the four result frames (the metrics are materialized once; they are small)."""
     # One reduce task per sample row group (at least 4 per core): each holds its keys' totals in memory.
     partitions = max(8, 4 * spark.sparkContext.defaultParallelism, len(source.units))
-    metrics = measure(spark, source, plans, top_keys=options.top_keys,
-                      shuffle_partitions=partitions).localCheckpoint()
+    metrics = measure(spark, source, plans, top_keys=options.top_keys, shuffle_partitions=partitions).localCheckpoint()
     per_partition = loads(metrics, plans)
     hot = hot_keys(metrics, per_partition, options.top_keys)
     prints = fingerprint(metrics, plans)
@@ -196,13 +260,24 @@ def compute(spark: SparkSession, source: SampleSource, plans: Mapping[str, Topic
 
 def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[str, int]:
     """Each topic's partition count in snapshot `snapshot_id` (the `topic_partitions` table)."""
-    rows = (lake.read(spark, "topic_partitions").where(F.col("snapshot_id") == snapshot_id)
-            .groupBy("topic").agg(F.max("partition_count").alias("n")).collect())
+    rows = (
+        lake.read(spark, "topic_partitions")
+        .where(F.col("snapshot_id") == snapshot_id)
+        .groupBy("topic")
+        .agg(F.max("partition_count").alias("n"))
+        .collect()
+    )
     return {r["topic"]: int(r["n"]) for r in rows}
 
 
-def run(spark: SparkSession, config: Config, run_id: str, options: SkewOptions | None = None, *,
-        computed_at: datetime | None = None) -> pa.Table:
+def run(
+    spark: SparkSession,
+    config: Config,
+    run_id: str,
+    options: SkewOptions | None = None,
+    *,
+    computed_at: datetime | None = None,
+) -> pa.Table:
     """Measure key skew for run `run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
     options = options or SkewOptions()
     lake = Lake(config.lake)
@@ -217,8 +292,12 @@ def run(spark: SparkSession, config: Config, run_id: str, options: SkewOptions |
         result = compute(spark, source, topic_plans(counts, options), options)
         stamp = {"run_id": F.lit(run_id), "computed_at": F.lit(computed_at or datetime.now(UTC))}
         written = {}
-        for spec, frame in ((KEY_SKEW, result.key_skew), (KEY_SKEW_HOT_KEYS, result.hot_keys),
-                            (KEY_SKEW_FINGERPRINT, result.fingerprint), (KEY_SKEW_SUMMARY, result.summary)):
+        for spec, frame in (
+            (KEY_SKEW, result.key_skew),
+            (KEY_SKEW_HOT_KEYS, result.hot_keys),
+            (KEY_SKEW_FINGERPRINT, result.fingerprint),
+            (KEY_SKEW_SUMMARY, result.summary),
+        ):
             table = frame.withColumns(stamp).select(*spec.schema.names).toArrow()
             lake.merge(spec.name, table)
             written[spec.name] = table

@@ -23,26 +23,52 @@ from planner.hashing import NO_KEYED_PARTITION, hash_words, key_buffers
 from planner.partitioners import PARTITIONERS, Partitioner, get_partitioner
 
 # Columns of the samples after jobs.key_skew_input: one row per record (or per key with a `weight`).
-SAMPLE_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("weight", pa.int64()),
-                           ("bytes", pa.int64()), ("partition", pa.int32())])
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("weight", pa.int64()),
+        ("bytes", pa.int64()),
+        ("partition", pa.int32()),
+    ]
+)
 
 # Map-side output: key rows (fingerprint null) carry a key's partial sums; fingerprint rows (key null) carry
 # `messages` observed with a partition and `explained`, the part `fingerprint` puts in that same partition.
-PARTIAL_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("messages", pa.int64()),
-                            ("bytes", pa.int64()), ("fingerprint", pa.string()), ("explained", pa.int64())])
+PARTIAL_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("messages", pa.int64()),
+        ("bytes", pa.int64()),
+        ("fingerprint", pa.string()),
+        ("explained", pa.int64()),
+    ]
+)
 
 # Reduce-side output, long form; `kind` says which columns are meaningful:
 # load: per (topic, partitioner, partition_count, partition): messages, bytes, distinct_keys, remapped_*,
 #       null_key_* (records the partitioner does not place by key, spread evenly as the sticky path does);
 # hot: one candidate hot key with its partition at partition_count; fingerprint: partitioner, messages
 #       (observed), explained; unknown: a topic without a partition count, its messages and bytes.
-METRICS_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("topic", pa.string()), ("partitioner", pa.string()),
-    ("partition_count", pa.int32()), ("partition", pa.int32()), ("key", pa.binary()),
-    ("messages", pa.int64()), ("bytes", pa.int64()), ("distinct_keys", pa.int64()),
-    ("remapped_keys", pa.int64()), ("remapped_messages", pa.int64()), ("null_key_messages", pa.float64()),
-    ("null_key_bytes", pa.float64()), ("explained", pa.int64()),
-])
+METRICS_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("topic", pa.string()),
+        ("partitioner", pa.string()),
+        ("partition_count", pa.int32()),
+        ("partition", pa.int32()),
+        ("key", pa.binary()),
+        ("messages", pa.int64()),
+        ("bytes", pa.int64()),
+        ("distinct_keys", pa.int64()),
+        ("remapped_keys", pa.int64()),
+        ("remapped_messages", pa.int64()),
+        ("null_key_messages", pa.float64()),
+        ("null_key_bytes", pa.float64()),
+        ("explained", pa.int64()),
+    ]
+)
 
 CHUNK_ROWS = 1 << 20  # map side sums keys per ~1 M records: bounded memory, still few rows per hot key
 
@@ -90,11 +116,20 @@ def partial_keys(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPla
     A key read from several partitions gives several rows; the reduce side sums them again.
     """
     for chunk in _chunks(batches, CHUNK_ROWS):
-        summed = (chunk.select(["topic", "key", "partition", "weight", "bytes"])
-                  .group_by(["topic", "key", "partition"], use_threads=False)
-                  .aggregate([("weight", "sum"), ("bytes", "sum")]))
-        yield _batch(PARTIAL_SCHEMA, {"topic": summed["topic"], "key": summed["key"],
-                                      "messages": summed["weight_sum"], "bytes": summed["bytes_sum"]})
+        summed = (
+            chunk.select(["topic", "key", "partition", "weight", "bytes"])
+            .group_by(["topic", "key", "partition"], use_threads=False)
+            .aggregate([("weight", "sum"), ("bytes", "sum")])
+        )
+        yield _batch(
+            PARTIAL_SCHEMA,
+            {
+                "topic": summed["topic"],
+                "key": summed["key"],
+                "messages": summed["weight_sum"],
+                "bytes": summed["bytes_sum"],
+            },
+        )
         scored = _fingerprint(summed, plans)
         if scored is not None:
             yield scored
@@ -152,8 +187,9 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
     return _batch(PARTIAL_SCHEMA, out)
 
 
-def key_metrics(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan],
-                top_keys: int) -> Iterator[pa.RecordBatch]:
+def key_metrics(
+    batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan], top_keys: int
+) -> Iterator[pa.RecordBatch]:
     """Reduce side: exact key totals of this shuffle partition turned into per-partition loads and hot keys."""
     received = list(batches)
     if not received:
@@ -161,22 +197,37 @@ def key_metrics(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan
     table = pa.Table.from_batches(received)
     scores = table.filter(pc.is_valid(table["fingerprint"]))
     if scores.num_rows:
-        summed = (scores.group_by(["topic", "fingerprint"], use_threads=False)
-                  .aggregate([("messages", "sum"), ("explained", "sum")]))
-        yield _batch(METRICS_SCHEMA, {
-            "kind": pa.repeat("fingerprint", summed.num_rows), "topic": summed["topic"],
-            "partitioner": summed["fingerprint"], "messages": summed["messages_sum"],
-            "explained": summed["explained_sum"]})
-    keys = (table.filter(pc.is_null(table["fingerprint"]))
-            .group_by(["topic", "key"], use_threads=False)
-            .aggregate([("messages", "sum"), ("bytes", "sum")])
-            .sort_by("topic"))
+        summed = scores.group_by(["topic", "fingerprint"], use_threads=False).aggregate(
+            [("messages", "sum"), ("explained", "sum")]
+        )
+        yield _batch(
+            METRICS_SCHEMA,
+            {
+                "kind": pa.repeat("fingerprint", summed.num_rows),
+                "topic": summed["topic"],
+                "partitioner": summed["fingerprint"],
+                "messages": summed["messages_sum"],
+                "explained": summed["explained_sum"],
+            },
+        )
+    keys = (
+        table.filter(pc.is_null(table["fingerprint"]))
+        .group_by(["topic", "key"], use_threads=False)
+        .aggregate([("messages", "sum"), ("bytes", "sum")])
+        .sort_by("topic")
+    )
     for topic, rows in _topic_slices(keys):
         plan = plans.get(topic)
         if plan is None:
-            yield _batch(METRICS_SCHEMA, {"kind": ["unknown"], "topic": [topic],
-                                          "messages": [_total(rows["messages_sum"])],
-                                          "bytes": [_total(rows["bytes_sum"])]})
+            yield _batch(
+                METRICS_SCHEMA,
+                {
+                    "kind": ["unknown"],
+                    "topic": [topic],
+                    "messages": [_total(rows["messages_sum"])],
+                    "bytes": [_total(rows["bytes_sum"])],
+                },
+            )
             continue
         yield from _topic_metrics(topic, rows, plan, top_keys)
 
@@ -209,15 +260,23 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
     for n, where in zip(plan.counts, parts, strict=True):
         where = where[keyed]
         moved = where != today
-        yield _batch(METRICS_SCHEMA, {
-            "kind": pa.repeat("load", n), "topic": pa.repeat(topic, n),
-            "partitioner": pa.repeat(plan.partitioner, n), "partition_count": np.full(n, n, dtype=np.int32),
-            "partition": np.arange(n, dtype=np.int32),
-            "messages": _sum_by(where, m, n), "bytes": _sum_by(where, b, n),
-            "distinct_keys": np.bincount(where, minlength=n).astype(np.int64),
-            "remapped_keys": np.bincount(where[moved], minlength=n).astype(np.int64),
-            "remapped_messages": _sum_by(where[moved], m[moved], n),
-            "null_key_messages": np.full(n, null_messages / n), "null_key_bytes": np.full(n, null_bytes / n)})
+        yield _batch(
+            METRICS_SCHEMA,
+            {
+                "kind": pa.repeat("load", n),
+                "topic": pa.repeat(topic, n),
+                "partitioner": pa.repeat(plan.partitioner, n),
+                "partition_count": np.full(n, n, dtype=np.int32),
+                "partition": np.arange(n, dtype=np.int32),
+                "messages": _sum_by(where, m, n),
+                "bytes": _sum_by(where, b, n),
+                "distinct_keys": np.bincount(where, minlength=n).astype(np.int64),
+                "remapped_keys": np.bincount(where[moved], minlength=n).astype(np.int64),
+                "remapped_messages": _sum_by(where[moved], m[moved], n),
+                "null_key_messages": np.full(n, null_messages / n),
+                "null_key_bytes": np.full(n, null_bytes / n),
+            },
+        )
     if top_keys > 0 and keyed.any():
         yield _hot_keys(topic, plan, keys.filter(pa.array(keyed)), m, b, parts[:, keyed], top_keys)
 
@@ -227,18 +286,32 @@ def _sum_by(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return np.rint(np.bincount(index, weights=values, minlength=n)).astype(np.int64)
 
 
-def _hot_keys(topic: str, plan: TopicPlan, keys: pa.Array, messages: np.ndarray, sizes: np.ndarray,
-              parts: np.ndarray, top_keys: int) -> pa.RecordBatch:
+def _hot_keys(
+    topic: str,
+    plan: TopicPlan,
+    keys: pa.Array,
+    messages: np.ndarray,
+    sizes: np.ndarray,
+    parts: np.ndarray,
+    top_keys: int,
+) -> pa.RecordBatch:
     """This partition's top keys by messages (ties: smaller key first), with their partition at each count."""
     ranked = pa.table({"key": keys, "messages": messages})
     rows = pc.select_k_unstable(ranked, top_keys, [("messages", "descending"), ("key", "ascending")]).to_numpy()
     k, c = len(rows), len(plan.counts)
-    return _batch(METRICS_SCHEMA, {
-        "kind": pa.repeat("hot", k * c), "topic": pa.repeat(topic, k * c),
-        "partitioner": pa.repeat(plan.partitioner, k * c),
-        "partition_count": np.repeat(np.array(plan.counts, dtype=np.int32), k),
-        "partition": parts[:, rows].reshape(-1), "key": keys.take(pa.array(np.tile(rows, c))),
-        "messages": np.tile(messages[rows], c), "bytes": np.tile(sizes[rows], c)})
+    return _batch(
+        METRICS_SCHEMA,
+        {
+            "kind": pa.repeat("hot", k * c),
+            "topic": pa.repeat(topic, k * c),
+            "partitioner": pa.repeat(plan.partitioner, k * c),
+            "partition_count": np.repeat(np.array(plan.counts, dtype=np.int32), k),
+            "partition": parts[:, rows].reshape(-1),
+            "key": keys.take(pa.array(np.tile(rows, c))),
+            "messages": np.tile(messages[rows], c),
+            "bytes": np.tile(sizes[rows], c),
+        },
+    )
 
 
 def _batch(schema: pa.Schema, columns: Mapping[str, object]) -> pa.RecordBatch:

@@ -26,8 +26,11 @@ from jobs.lake import Lake
 
 # Standard column -> the file columns tried in order when the caller maps nothing.
 DEFAULT_COLUMNS: Mapping[str, tuple[str, ...]] = {
-    "topic": ("topic",), "key": ("key",), "weight": ("weight", "messages", "count"),
-    "bytes": ("bytes", "value_size"), "partition": ("partition",),
+    "topic": ("topic",),
+    "key": ("key",),
+    "weight": ("weight", "messages", "count"),
+    "bytes": ("bytes", "value_size"),
+    "partition": ("partition",),
 }
 REQUIRED = ("topic", "key")
 DEFAULTS: Mapping[str, int] = {"weight": 1, "bytes": 0}
@@ -48,8 +51,9 @@ class SampleSource:
     sample_id: str | None = None
 
 
-def resolve(lake: Lake, source: str | None = None, *, columns: Mapping[str, str] | None = None,
-            sample_id: str | None = None) -> SampleSource:
+def resolve(
+    lake: Lake, source: str | None = None, *, columns: Mapping[str, str] | None = None, sample_id: str | None = None
+) -> SampleSource:
     """The sample source for `source` (Parquet file or directory, or Delta table), else the lake's samples.
 
     From the lake, `sample_id` picks a sample set; without it the set holding the newest record is used.
@@ -67,11 +71,20 @@ def resolve(lake: Lake, source: str | None = None, *, columns: Mapping[str, str]
     chosen = choose_columns(schema.names, columns or {})
     key_type = schema.field(chosen["key"]).type
     # delta-rs MERGE writes view types (binary_view / string_view); they hash like the plain ones.
-    if not any(check(key_type) for check in (pa.types.is_binary, pa.types.is_string, pa.types.is_large_binary,
-                                              pa.types.is_large_string, pa.types.is_binary_view,
-                                              pa.types.is_string_view)):
-        raise SampleInputError(f"key column {chosen['key']!r} is {key_type}; it must be binary or string "
-                               "(the serialized key)")
+    if not any(
+        check(key_type)
+        for check in (
+            pa.types.is_binary,
+            pa.types.is_string,
+            pa.types.is_large_binary,
+            pa.types.is_large_string,
+            pa.types.is_binary_view,
+            pa.types.is_string_view,
+        )
+    ):
+        raise SampleInputError(
+            f"key column {chosen['key']!r} is {key_type}; it must be binary or string (the serialized key)"
+        )
     in_files = {name: None if c is None else physical.get(c, c) for name, c in chosen.items()}
     units = tuple((f, g) for f in files for g in range(max(pq.ParquetFile(f).num_row_groups, 1)))
     return SampleSource(units, in_files, constants, sample_id if source is None else None)
@@ -86,14 +99,17 @@ def choose_columns(available: Iterable[str], columns: Mapping[str, str]) -> dict
     chosen: dict[str, str | None] = {}
     for name, candidates in DEFAULT_COLUMNS.items():
         if name in columns and columns[name] not in available:
-            raise SampleInputError(f"column {columns[name]!r} (mapped to {name}) is not in the input; "
-                                   f"it has {sorted(available)}")
+            raise SampleInputError(
+                f"column {columns[name]!r} (mapped to {name}) is not in the input; it has {sorted(available)}"
+            )
         wanted = (columns[name],) if name in columns else candidates
         chosen[name] = next((c for c in wanted if c in available), None)
     missing = [n for n in REQUIRED if chosen[n] is None]
     if missing:
-        raise SampleInputError(f"the input has no {' or '.join(missing)} column (it has {sorted(available)}); "
-                               "map one with --column NAME=SOURCE")
+        raise SampleInputError(
+            f"the input has no {' or '.join(missing)} column (it has {sorted(available)}); "
+            "map one with --column NAME=SOURCE"
+        )
     return chosen
 
 
@@ -122,8 +138,9 @@ def _without_views(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch.cast(schema)
 
 
-def standardize(batch: pa.RecordBatch, columns: Mapping[str, str | None],
-                constants: Mapping[str, str]) -> pa.RecordBatch:
+def standardize(
+    batch: pa.RecordBatch, columns: Mapping[str, str | None], constants: Mapping[str, str]
+) -> pa.RecordBatch:
     """One file batch in the standard columns: mapped, cast, defaults filled, nulls as Kafka has them."""
     n = batch.num_rows
     arrays = []
@@ -153,8 +170,11 @@ def _parquet_files(source: str) -> list[str]:
         return [str(path.resolve())]
     if not path.is_dir():
         raise SampleInputError(f"no such sample file or directory: {source}")
-    files = sorted(str(p.resolve()) for p in path.rglob("*.parquet")
-                   if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts))
+    files = sorted(
+        str(p.resolve())
+        for p in path.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+    )
     if not files:
         raise SampleInputError(f"no Parquet files under {source}")
     return files
@@ -169,19 +189,24 @@ def _delta_files(table: str) -> tuple[list[str], dict[str, dict[str, str]], pa.S
     from deltalake import DeltaTable
 
     delta = DeltaTable(table)
-    physical = {f.name: str((f.metadata or {}).get("delta.columnMapping.physicalName", f.name))
-                for f in delta.schema().fields}
+    physical = {
+        f.name: str((f.metadata or {}).get("delta.columnMapping.physicalName", f.name)) for f in delta.schema().fields
+    }
     partition_columns = delta.metadata().partition_columns
-    values = {a["path"]: {physical[c]: a.get(f"partition.{c}") for c in partition_columns}
-              for a in pa.table(delta.get_add_actions(flatten=True)).to_pylist()}
+    values = {
+        a["path"]: {physical[c]: a.get(f"partition.{c}") for c in partition_columns}
+        for a in pa.table(delta.get_add_actions(flatten=True)).to_pylist()
+    }
     files = [uri.removeprefix("file://") for uri in delta.file_uris()]
     constants = {f: next((v for rel, v in values.items() if f.endswith(rel)), {}) for f in files}
     schema = pa.schema([pa.field(name, pa.string()) for name in physical])
     if files:
         logical = {p: name for name, p in physical.items()}
         file_schema = pq.read_schema(files[0])
-        schema = pa.schema([pa.field(logical.get(f.name, f.name), f.type) for f in file_schema]
-                           + [pa.field(c, pa.string()) for c in partition_columns])
+        schema = pa.schema(
+            [pa.field(logical.get(f.name, f.name), f.type) for f in file_schema]
+            + [pa.field(c, pa.string()) for c in partition_columns]
+        )
     return files, constants, schema, physical
 
 

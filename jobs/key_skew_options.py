@@ -68,15 +68,38 @@ def parse_partitioners(text: str) -> tuple[str, dict[str, str]]:
 
 def format_summary(table: Any) -> str:
     """The summary as an aligned text table, one line per topic and candidate count."""
-    header = ["topic", "partitioner", "count", "now", "max/mean", "cv", "gini", "keys moved", "traffic moved",
-              "best", "fingerprint", "error"]
+    header = [
+        "topic",
+        "partitioner",
+        "count",
+        "now",
+        "max/mean",
+        "cv",
+        "gini",
+        "keys moved",
+        "traffic moved",
+        "best",
+        "fingerprint",
+        "error",
+    ]
     lines = [header]
     for r in table.to_pylist():
-        lines.append([r["topic"], r["partitioner"], str(r["partition_count"]), "*" if r["current"] else "",
-                      _fmt(r["max_mean"]), _fmt(r["cv"]), _fmt(r["gini"]), _pct(r["keys_remapped_share"]),
-                      _pct(r["traffic_remapped_share"]), "*" if r["recommended"] else "",
-                      "" if r["fingerprint"] is None else f"{r['fingerprint']} {_pct(r['fingerprint_share'])}",
-                      r["error"] or ""])
+        lines.append(
+            [
+                r["topic"],
+                r["partitioner"],
+                str(r["partition_count"]),
+                "*" if r["current"] else "",
+                _fmt(r["max_mean"]),
+                _fmt(r["cv"]),
+                _fmt(r["gini"]),
+                _pct(r["keys_remapped_share"]),
+                _pct(r["traffic_remapped_share"]),
+                "*" if r["recommended"] else "",
+                "" if r["fingerprint"] is None else f"{r['fingerprint']} {_pct(r['fingerprint_share'])}",
+                r["error"] or "",
+            ]
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
 
@@ -93,10 +116,16 @@ def options_from_args(args: argparse.Namespace) -> SkewOptions:
     """SkewOptions from the `rebalance skew` arguments (also used by `main`)."""
     default, per_topic = parse_partitioners(args.partitioner or "")
     columns = dict(parse_pair(c) for c in args.column or [])
-    return SkewOptions(partitions=parse_counts(args.partitions) if args.partitions else None,
-                       partitioner=default, partitioners=per_topic,
-                       what_if=parse_what_if(args.what_if) if args.what_if else (), top_keys=args.top_keys,
-                       input=args.input, columns=columns, sample_id=args.sample_id)
+    return SkewOptions(
+        partitions=parse_counts(args.partitions) if args.partitions else None,
+        partitioner=default,
+        partitioners=per_topic,
+        what_if=parse_what_if(args.what_if) if args.what_if else (),
+        top_keys=args.top_keys,
+        input=args.input,
+        columns=columns,
+        sample_id=args.sample_id,
+    )
 
 
 def parse_pair(text: str) -> tuple[str, str]:
@@ -109,17 +138,25 @@ def parse_pair(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's options, shared by `rebalance skew` and `spark-submit jobs/key_skew.py`."""
-    parser.add_argument("--input", help="Parquet file/directory or Delta table of samples (default: the lake's "
-                                        "latest key_samples set)")
-    parser.add_argument("--partitions", help="current partition counts, TOPIC=N[,TOPIC=N...] (default: the "
-                                             "run's snapshot in topic_partitions)")
-    parser.add_argument("--partitioner", help=f"NAME for every topic and/or TOPIC=NAME items, comma-separated "
-                                              f"(default murmur2); known: {', '.join(PARTITIONERS)}")
+    parser.add_argument(
+        "--input", help="Parquet file/directory or Delta table of samples (default: the lake's latest key_samples set)"
+    )
+    parser.add_argument(
+        "--partitions",
+        help="current partition counts, TOPIC=N[,TOPIC=N...] (default: the run's snapshot in topic_partitions)",
+    )
+    parser.add_argument(
+        "--partitioner",
+        help=f"NAME for every topic and/or TOPIC=NAME items, comma-separated "
+        f"(default murmur2); known: {', '.join(PARTITIONERS)}",
+    )
     parser.add_argument("--what-if", help="candidate partition counts: 24,36,48 or 12-48:12")
-    parser.add_argument("--column", action="append", metavar="NAME=SOURCE",
-                        help="read standard column NAME (topic, key, weight, bytes, partition) from SOURCE")
+    parser.add_argument(
+        "--column",
+        action="append",
+        metavar="NAME=SOURCE",
+        help="read standard column NAME (topic, key, weight, bytes, partition) from SOURCE",
+    )
     parser.add_argument("--top-keys", type=int, default=10, help="hot keys kept per topic and count")
     parser.add_argument("--sample-id", help="with no --input: the key_samples set to use")
     parser.add_argument("--run-id", help="run id the rows are stored under (default: skew-<UTC time>)")
-
-

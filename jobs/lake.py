@@ -38,9 +38,14 @@ class Lake:
         self.root.mkdir(parents=True, exist_ok=True)
         for spec in TABLES.values():
             if not DeltaTable.is_deltatable(str(self.path(spec.name))):
-                DeltaTable.create(self.path(spec.name), schema=spec.schema, mode="ignore",
-                                  partition_by=list(spec.partition_by) or None, name=spec.name,
-                                  description=spec.description)
+                DeltaTable.create(
+                    self.path(spec.name),
+                    schema=spec.schema,
+                    mode="ignore",
+                    partition_by=list(spec.partition_by) or None,
+                    name=spec.name,
+                    description=spec.description,
+                )
 
     def append(self, name: str, data: pa.Table) -> None:
         """Append rows as one Delta commit."""

@@ -38,12 +38,26 @@ def ingest_step(config: Config, run_id: str) -> dict[str, Any]:
     return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
 
 
-def what_if_step(config: Config, run_id: str, group_id: str, *, partitions: Mapping[str, int] | None = None,
-                 add_members: int = 0, remove_members: Sequence[str] = (), snapshot_id: str | None = None
-                 ) -> dict[str, Any]:
+def what_if_step(
+    config: Config,
+    run_id: str,
+    group_id: str,
+    *,
+    partitions: Mapping[str, int] | None = None,
+    add_members: int = 0,
+    remove_members: Sequence[str] = (),
+    snapshot_id: str | None = None,
+) -> dict[str, Any]:
     """Write a what-if scenario of one group as the run's snapshot."""
-    result = what_if.run(config, run_id, group_id, partitions=partitions, add_members=add_members,
-                         remove_members=remove_members, snapshot_id=snapshot_id)
+    result = what_if.run(
+        config,
+        run_id,
+        group_id,
+        partitions=partitions,
+        add_members=add_members,
+        remove_members=remove_members,
+        snapshot_id=snapshot_id,
+    )
     return {"groups": result.groups, "quarantined": []}
 
 
@@ -52,8 +66,9 @@ def skew_step(config: Config, run_id: str, spark: SparkSession | None = None) ->
     from jobs.key_skew_options import SkewOptions, parse_what_if
 
     what_if_counts = parse_what_if(config.what_if) if config.what_if else ()
-    summary = key_skew.run(spark or get_spark(config.spark_master), config, run_id,
-                           SkewOptions(sample_id=run_id, what_if=what_if_counts))
+    summary = key_skew.run(
+        spark or get_spark(config.spark_master), config, run_id, SkewOptions(sample_id=run_id, what_if=what_if_counts)
+    )
     return {"topics": sorted(set(summary.column("topic").to_pylist()))}
 
 

@@ -23,8 +23,15 @@ from jobs.lake import Lake, rows_table
 from schemas.tables import PLANS
 
 
-def allocate_generations(lake: Lake, groups: Sequence[str], run_id: str, snapshot_id: str, trigger: str,
-                         parameters: Mapping[str, Any], created_at: datetime) -> dict[str, int]:
+def allocate_generations(
+    lake: Lake,
+    groups: Sequence[str],
+    run_id: str,
+    snapshot_id: str,
+    trigger: str,
+    parameters: Mapping[str, Any],
+    created_at: datetime,
+) -> dict[str, int]:
     """Next generation id per group (max + 1), or the ids this run already holds; recorded as candidates."""
     with lake.lock():
         existing = lake.read_arrow("generations", [("group_id", "in", list(groups))]).to_pylist()
@@ -34,15 +41,31 @@ def allocate_generations(lake: Lake, groups: Sequence[str], run_id: str, snapsho
             latest[r["group_id"]] = max(latest.get(r["group_id"], 0), r["generation_id"])
         ids = {g: mine.get(g, latest.get(g, 0) + 1) for g in groups}
         fresh = [g for g in groups if g not in mine]
-        lake.merge("generations", rows_table("generations", [
-            {"group_id": g, "generation_id": ids[g], "created_at": created_at, "trigger": trigger, "run_id": run_id,
-             "parameters": json.dumps(dict(parameters), sort_keys=True), "snapshot_id": snapshot_id,
-             "status": "candidate"} for g in fresh]))
+        lake.merge(
+            "generations",
+            rows_table(
+                "generations",
+                [
+                    {
+                        "group_id": g,
+                        "generation_id": ids[g],
+                        "created_at": created_at,
+                        "trigger": trigger,
+                        "run_id": run_id,
+                        "parameters": json.dumps(dict(parameters), sort_keys=True),
+                        "snapshot_id": snapshot_id,
+                        "status": "candidate",
+                    }
+                    for g in fresh
+                ],
+            ),
+        )
     return ids
 
 
-def compact_group(members: pd.DataFrame, counts: Mapping[str, int],
-                  weights: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+def compact_group(
+    members: pd.DataFrame, counts: Mapping[str, int], weights: Mapping[str, Sequence[float]]
+) -> dict[str, Any]:
     """A group's snapshot rows in the planner's compact form; previous ownership is what members own now."""
     subscribed = sorted({t for topics in members["topics"] for t in topics})
     doc: dict[str, Any] = {"topics": {t: counts[t] for t in subscribed if t in counts}, "members": {}}
@@ -53,15 +76,25 @@ def compact_group(members: pd.DataFrame, counts: Mapping[str, int],
             "topics": list(row.topics),
             "owned": [[tp["topic"], int(tp["partition"])] for tp in owned],
             "generation": None if generation is None else int(generation),
-            "group_instance_id": _value(row.group_instance_id), "rack": _value(row.rack),
+            "group_instance_id": _value(row.group_instance_id),
+            "rack": _value(row.rack),
         }
     doc["partition_weights"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
     return doc
 
 
-_PLAN_DTYPES = {"generation_id": "int64", "group_id": object, "strategy": object, "topic": object,
-                "partition": "int32", "member": object, "previous_member": object, "moved": bool, "phase": object,
-                "weight": "float64"}
+_PLAN_DTYPES = {
+    "generation_id": "int64",
+    "group_id": object,
+    "strategy": object,
+    "topic": object,
+    "partition": "int32",
+    "member": object,
+    "previous_member": object,
+    "moved": bool,
+    "phase": object,
+    "weight": "float64",
+}
 
 
 def _value(cell: Any) -> Any:
@@ -69,16 +102,24 @@ def _value(cell: Any) -> Any:
     return None if cell is None or pd.isna(cell) else cell
 
 
-def plan_rows(members: pd.DataFrame, strategies: Sequence[str], generation_id: int, counts: Mapping[str, int],
-              weights: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+def plan_rows(
+    members: pd.DataFrame,
+    strategies: Sequence[str],
+    generation_id: int,
+    counts: Mapping[str, int],
+    weights: Mapping[str, Sequence[float]],
+) -> pd.DataFrame:
     """Every strategy's candidate for one group as `plans` rows (the transform applied per group)."""
     from planner import assign
 
     group_id = members["group_id"].iloc[0]
     members = members[members["member_id"] != ""].sort_values("member_id")
     doc = compact_group(members, counts, weights)
-    current = {(tp["topic"], int(tp["partition"])): row.member_id
-               for row in members.itertuples(index=False) for tp in row.assignment}
+    current = {
+        (tp["topic"], int(tp["partition"])): row.member_id
+        for row in members.itertuples(index=False)
+        for tp in row.assignment
+    }
     frames = []
     for strategy in strategies:
         result = assign(strategy, doc)
@@ -102,31 +143,51 @@ def plan_rows(members: pd.DataFrame, strategies: Sequence[str], generation_id: i
 
 def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
     """`plan_metrics` from the plans: count spread and max/mean load over all members, moves, stickiness."""
-    members = (snapshot.where(F.col("member_id") != "").groupBy("group_id")
-               .agg(F.countDistinct("member_id").alias("members")))
-    per_member = (plans.groupBy("generation_id", "group_id", "strategy", "member")
-                  .agg(F.count("*").alias("n"), F.sum("weight").alias("load")))
-    counts = (per_member.groupBy("generation_id", "group_id", "strategy")
-              .agg(F.max("n").alias("max_n"), F.min("n").alias("min_n"), F.count("member").alias("holders"),
-                   F.max("load").alias("max_load"), F.sum("load").alias("total_load")))
-    moves = (plans.groupBy("generation_id", "group_id", "strategy")
-             .agg(F.count("*").alias("partitions"), F.sum(F.col("moved").cast("int")).alias("partitions_moved"),
-                  F.count("previous_member").alias("owned_before")))
-    out = (counts.join(moves, ["generation_id", "group_id", "strategy"]).join(members, "group_id")
-           .withColumn("mean_load", F.col("total_load") / F.col("members"))
-           # A member with no partition has count 0, so the spread runs down to zero when anyone is idle.
-           .withColumn("count_spread", F.col("max_n") - F.when(F.col("holders") < F.col("members"), 0)
-                       .otherwise(F.col("min_n")))
-           .withColumn("max_mean_load", F.col("max_load") / F.col("mean_load"))
-           .withColumn("stickiness", F.when(F.col("owned_before") > 0,
-                                            1 - F.col("partitions_moved") / F.col("owned_before"))))
+    members = (
+        snapshot.where(F.col("member_id") != "").groupBy("group_id").agg(F.countDistinct("member_id").alias("members"))
+    )
+    per_member = plans.groupBy("generation_id", "group_id", "strategy", "member").agg(
+        F.count("*").alias("n"), F.sum("weight").alias("load")
+    )
+    counts = per_member.groupBy("generation_id", "group_id", "strategy").agg(
+        F.max("n").alias("max_n"),
+        F.min("n").alias("min_n"),
+        F.count("member").alias("holders"),
+        F.max("load").alias("max_load"),
+        F.sum("load").alias("total_load"),
+    )
+    moves = plans.groupBy("generation_id", "group_id", "strategy").agg(
+        F.count("*").alias("partitions"),
+        F.sum(F.col("moved").cast("int")).alias("partitions_moved"),
+        F.count("previous_member").alias("owned_before"),
+    )
+    out = (
+        counts.join(moves, ["generation_id", "group_id", "strategy"])
+        .join(members, "group_id")
+        .withColumn("mean_load", F.col("total_load") / F.col("members"))
+        # A member with no partition has count 0, so the spread runs down to zero when anyone is idle.
+        .withColumn(
+            "count_spread", F.col("max_n") - F.when(F.col("holders") < F.col("members"), 0).otherwise(F.col("min_n"))
+        )
+        .withColumn("max_mean_load", F.col("max_load") / F.col("mean_load"))
+        .withColumn(
+            "stickiness", F.when(F.col("owned_before") > 0, 1 - F.col("partitions_moved") / F.col("owned_before"))
+        )
+    )
     # The chosen candidate: best balance (lowest max/mean load), then fewest moves, then strategy name.
     best = Window.partitionBy("generation_id", "group_id").orderBy("max_mean_load", "partitions_moved", "strategy")
     return out.withColumn("chosen", F.row_number().over(best) == 1)
 
 
-def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "scheduled",
-        weights: Mapping[str, Sequence[float]] | None = None, created_at: datetime | None = None) -> dict[str, int]:
+def run(
+    spark: SparkSession,
+    config: Config,
+    run_id: str,
+    *,
+    trigger: str = "scheduled",
+    weights: Mapping[str, Sequence[float]] | None = None,
+    created_at: datetime | None = None,
+) -> dict[str, int]:
     """Plan every group of snapshot `run_id` with each configured strategy; returns group -> generation id."""
     lake = Lake(config.lake)
     lake.create_all()
@@ -134,28 +195,46 @@ def run(spark: SparkSession, config: Config, run_id: str, *, trigger: str = "sch
     groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
     if not groups:
         return {}
-    counts = {r.topic: r.partition_count for r in lake.read(spark, "topic_partitions")
-              .where(F.col("snapshot_id") == run_id).select("topic", "partition_count").distinct().collect()}
+    counts = {
+        r.topic: r.partition_count
+        for r in lake.read(spark, "topic_partitions")
+        .where(F.col("snapshot_id") == run_id)
+        .select("topic", "partition_count")
+        .distinct()
+        .collect()
+    }
     weights = dict(weights or {})
     strategies = list(config.strategies)
-    ids = allocate_generations(lake, groups, run_id, run_id, trigger,
-                               {"strategies": strategies, "weighted_topics": sorted(weights)},
-                               created_at or datetime.now(UTC))
+    ids = allocate_generations(
+        lake,
+        groups,
+        run_id,
+        run_id,
+        trigger,
+        {"strategies": strategies, "weighted_topics": sorted(weights)},
+        created_at or datetime.now(UTC),
+    )
     generation_of = F.create_map(*[x for g in groups for x in (F.lit(g), F.lit(ids[g]))])
 
     def transform(members: pd.DataFrame) -> pd.DataFrame:
         return plan_rows(members, strategies, int(members["generation_id"].iloc[0]), counts, weights)
 
-    plans = (snapshot.withColumn("generation_id", generation_of[F.col("group_id")])
-             .groupBy("group_id").applyInPandas(transform, schema=from_arrow_schema(PLANS.schema))
-             .cache())
+    plans = (
+        snapshot.withColumn("generation_id", generation_of[F.col("group_id")])
+        .groupBy("group_id")
+        .applyInPandas(transform, schema=from_arrow_schema(PLANS.schema))
+        .cache()
+    )
     lake.merge("plans", plans.toArrow())
     plan_metrics = metrics(plans, snapshot).toArrow()
     lake.merge("plan_metrics", plan_metrics)
     chosen = {r["group_id"]: r["strategy"] for r in plan_metrics.to_pylist() if r["chosen"]}
-    lake.update("generations", rows_table("generations", [
-        {"group_id": g, "generation_id": ids[g], "chosen_strategy": chosen.get(g)} for g in groups]),
-                ["chosen_strategy"])
+    lake.update(
+        "generations",
+        rows_table(
+            "generations", [{"group_id": g, "generation_id": ids[g], "chosen_strategy": chosen.get(g)} for g in groups]
+        ),
+        ["chosen_strategy"],
+    )
     plans.unpersist()
     return ids
-

@@ -23,8 +23,12 @@ def run(config: Config, run_id: str) -> list[dict[str, Any]]:
             checks = results.get((g["generation_id"], g["group_id"]), [])
             failed = sorted(r["expectation"] for r in checks if not r["success"])
             status = "approved" if checks and not failed else "rejected"
-            summary = (f"{len(checks) - len(failed)}/{len(checks)} expectations passed"
-                       + (f"; failed: {', '.join(failed)}" if failed else "") if checks else "not gated")
+            summary = (
+                f"{len(checks) - len(failed)}/{len(checks)} expectations passed"
+                + (f"; failed: {', '.join(failed)}" if failed else "")
+                if checks
+                else "not gated"
+            )
             report.append({**g, "status": status, "gate_summary": summary})
         lake.update("generations", rows_table("generations", report), ["status", "gate_summary"])
     return sorted(report, key=lambda r: r["group_id"])
@@ -33,6 +37,9 @@ def run(config: Config, run_id: str) -> list[dict[str, Any]]:
 def format_report(report: list[dict[str, Any]]) -> str:
     """The run's generations as a small text table."""
     lines = [f"{'group':<24} {'generation':>10}  {'strategy':<20} {'status':<9} gate"]
-    lines += [f"{r['group_id']:<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<9} "
-              f"{r['gate_summary']}" for r in report]
+    lines += [
+        f"{r['group_id']:<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<9} "
+        f"{r['gate_summary']}"
+        for r in report
+    ]
     return "\n".join(lines)

@@ -44,32 +44,40 @@ def semantic_errors(doc: Mapping[str, Any]) -> list[str]:
         where = f"members[{i}]"
         member_id = member["member_id"]
         if member_id in seen_members:
-            errors.append(f"{where}.member_id: duplicate member id {member_id!r} "
-                          f"(also members[{seen_members[member_id]}])")
+            errors.append(
+                f"{where}.member_id: duplicate member id {member_id!r} (also members[{seen_members[member_id]}])"
+            )
         seen_members.setdefault(member_id, i)
         instance = member.get("group_instance_id")
         if instance is not None:
             if instance in seen_instances:
-                errors.append(f"{where}.group_instance_id: duplicate static member {instance!r} "
-                              f"(also members[{seen_instances[instance]}])")
+                errors.append(
+                    f"{where}.group_instance_id: duplicate static member {instance!r} "
+                    f"(also members[{seen_instances[instance]}])"
+                )
             seen_instances.setdefault(instance, i)
-        errors += [f"{where}.topics: subscribes to {t!r}, which is missing from topics"
-                   for t in member["topics"] if t not in topics]
+        errors += [
+            f"{where}.topics: subscribes to {t!r}, which is missing from topics"
+            for t in member["topics"]
+            if t not in topics
+        ]
         for field, claims in owners.items():
             for j, (topic, partition) in enumerate(member.get(field) or []):
                 if (problem := _out_of_range(topics, topic, partition)) is not None:
                     errors.append(f"{where}.{field}[{j}]: {problem}")
                 elif (other := claims.setdefault((topic, partition), member_id)) != member_id:
-                    errors.append(f"{where}.{field}[{j}]: {topic}-{partition} is claimed by both "
-                                  f"{other!r} and {member_id!r}")
+                    errors.append(
+                        f"{where}.{field}[{j}]: {topic}-{partition} is claimed by both {other!r} and {member_id!r}"
+                    )
     for i, offset in enumerate(doc.get("offsets") or []):
         topic, partition = offset["topic"], offset["partition"]
         committed, end = offset.get("committed"), offset.get("end")
         if (problem := _out_of_range(topics, topic, partition)) is not None:
             errors.append(f"offsets[{i}]: {problem}")
         elif committed is not None and end is not None and committed > end:
-            errors.append(f"offsets[{i}]: committed offset {committed} is above end offset {end} "
-                          f"for {topic}-{partition}")
+            errors.append(
+                f"offsets[{i}]: committed offset {committed} is above end offset {end} for {topic}-{partition}"
+            )
     return errors
 
 

@@ -32,33 +32,56 @@ def latest_document(lake: Lake, group_id: str, snapshot_id: str | None = None) -
     newest = max((r["captured_at"], r["snapshot_id"]) for r in rows)[1]
     members = sorted((r for r in rows if r["snapshot_id"] == newest and r["member_id"]), key=lambda r: r["member_id"])
     subscribed = {t for m in members for t in m["topics"]}
-    counts = {r["topic"]: r["partition_count"]
-              for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", newest)]).to_pylist()
-              if r["topic"] in subscribed}
+    counts = {
+        r["topic"]: r["partition_count"]
+        for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", newest)]).to_pylist()
+        if r["topic"] in subscribed
+    }
     first = next(r for r in rows if r["snapshot_id"] == newest)
     return {
-        "group_id": group_id, "state": first["state"], "protocol": first["protocol"],
-        "generation": first["kafka_generation"], "topics": dict(sorted(counts.items())),
-        "members": [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["host"],
-                     "group_instance_id": m["group_instance_id"], "rack": m["rack"], "strategies": m["strategies"],
-                     "topics": m["topics"], "owned": [[tp["topic"], tp["partition"]] for tp in m["owned"]],
-                     "assignment": [[tp["topic"], tp["partition"]] for tp in m["assignment"]]} for m in members],
+        "group_id": group_id,
+        "state": first["state"],
+        "protocol": first["protocol"],
+        "generation": first["kafka_generation"],
+        "topics": dict(sorted(counts.items())),
+        "members": [
+            {
+                "member_id": m["member_id"],
+                "client_id": m["client_id"],
+                "host": m["host"],
+                "group_instance_id": m["group_instance_id"],
+                "rack": m["rack"],
+                "strategies": m["strategies"],
+                "topics": m["topics"],
+                "owned": [[tp["topic"], tp["partition"]] for tp in m["owned"]],
+                "assignment": [[tp["topic"], tp["partition"]] for tp in m["assignment"]],
+            }
+            for m in members
+        ],
         "what_if_of": newest,
     }
 
 
-def apply(doc: Mapping[str, Any], *, partitions: Mapping[str, int] | None = None, add_members: int = 0,
-          remove_members: Sequence[str] = ()) -> dict[str, Any]:
+def apply(
+    doc: Mapping[str, Any],
+    *,
+    partitions: Mapping[str, int] | None = None,
+    add_members: int = 0,
+    remove_members: Sequence[str] = (),
+) -> dict[str, Any]:
     """The document with new partition counts, members removed and new members (subscribed to every topic)."""
     scenario = json.loads(json.dumps(doc))
     for topic, count in (partitions or {}).items():
         if topic not in scenario["topics"]:
-            raise ScenarioError(f"partitions.{topic}: unknown topic; the group subscribes to "
-                                f"{sorted(scenario['topics'])}")
+            raise ScenarioError(
+                f"partitions.{topic}: unknown topic; the group subscribes to {sorted(scenario['topics'])}"
+            )
         if count < scenario["topics"][topic]:
             # Kafka can add partitions to a topic but never remove them (CreatePartitions only grows a topic).
-            raise ScenarioError(f"partitions.{topic}: {count} is fewer than today's {scenario['topics'][topic]}; "
-                                "Kafka cannot remove partitions")
+            raise ScenarioError(
+                f"partitions.{topic}: {count} is fewer than today's {scenario['topics'][topic]}; "
+                "Kafka cannot remove partitions"
+            )
         scenario["topics"][topic] = count
     present = {m["member_id"] for m in scenario["members"]}
     if unknown := sorted(set(remove_members) - present):
@@ -68,20 +91,39 @@ def apply(doc: Mapping[str, Any], *, partitions: Mapping[str, int] | None = None
     scenario["members"] = [m for m in scenario["members"] if m["member_id"] not in set(remove_members)]
     strategies = sorted({s for m in scenario["members"] for s in m["strategies"]}) or [scenario["protocol"] or "range"]
     for i in range(add_members):
-        scenario["members"].append({"member_id": f"what-if-{i + 1}", "client_id": f"what-if-{i + 1}",
-                                    "strategies": strategies, "topics": sorted(scenario["topics"]),
-                                    "owned": [], "assignment": []})
+        scenario["members"].append(
+            {
+                "member_id": f"what-if-{i + 1}",
+                "client_id": f"what-if-{i + 1}",
+                "strategies": strategies,
+                "topics": sorted(scenario["topics"]),
+                "owned": [],
+                "assignment": [],
+            }
+        )
     return scenario
 
 
-def run(config: Config, run_id: str, group_id: str, *, partitions: Mapping[str, int] | None = None,
-        add_members: int = 0, remove_members: Sequence[str] = (), snapshot_id: str | None = None,
-        received_at: datetime | None = None) -> IngestResult:
+def run(
+    config: Config,
+    run_id: str,
+    group_id: str,
+    *,
+    partitions: Mapping[str, int] | None = None,
+    add_members: int = 0,
+    remove_members: Sequence[str] = (),
+    snapshot_id: str | None = None,
+    received_at: datetime | None = None,
+) -> IngestResult:
     """Write the scenario as snapshot `run_id` (source what-if); plan, gate and publish then treat it as any run."""
     lake = Lake(config.lake)
     lake.create_all()
-    doc = apply(latest_document(lake, group_id, snapshot_id), partitions=partitions, add_members=add_members,
-                remove_members=remove_members)
+    doc = apply(
+        latest_document(lake, group_id, snapshot_id),
+        partitions=partitions,
+        add_members=add_members,
+        remove_members=remove_members,
+    )
     raw = RawDocument(f"what-if:{group_id}", json.dumps(doc), doc=doc)
     result = ingest.run(config, run_id, received_at=received_at, documents=[raw], source="what-if")
     if result.quarantined:

@@ -34,11 +34,16 @@ class AssignmentResult:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON shape printed by `rebalance assign`."""
+
         def plain(a: Assignment) -> dict[str, list[list[Any]]]:
             return {m: [[t, p] for t, p in parts] for m, parts in a.items()}
 
-        return {"assignment": plain(self.assignment), "target": plain(self.target),
-                "revoked": plain(self.revoked), "elapsed_ms": self.elapsed_ms}
+        return {
+            "assignment": plain(self.assignment),
+            "target": plain(self.target),
+            "revoked": plain(self.revoked),
+            "elapsed_ms": self.elapsed_ms,
+        }
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ def by_member(group: GroupSpec, parts: np.ndarray, members: np.ndarray) -> Assig
     names = np.asarray(group.topics, dtype=object)[topic].tolist()
     pairs = list(zip(names, (parts - group.topic_start[topic]).tolist(), strict=True))
     bounds = np.searchsorted(members, np.arange(len(group.members) + 1))
-    return {m: pairs[bounds[i]:bounds[i + 1]] for i, m in enumerate(group.members)}
+    return {m: pairs[bounds[i] : bounds[i + 1]] for i, m in enumerate(group.members)}
 
 
 def _owned_pairs(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,8 +114,9 @@ def assign(strategy: str, group: Mapping[str, Any]) -> AssignmentResult:
     """Assign a group (compact form, or a snapshot-file document) with a Kafka strategy or a plug-in."""
     spec = parse_group(from_snapshot(group) if is_snapshot(group) else group)
     arrays = assign_arrays(strategy, spec)
-    revoked = np.unique(np.stack([spec.claim_member[arrays.revoked].astype(np.int64),
-                                  spec.claim_partition[arrays.revoked]]), axis=1)
+    revoked = np.unique(
+        np.stack([spec.claim_member[arrays.revoked].astype(np.int64), spec.claim_partition[arrays.revoked]]), axis=1
+    )
     return AssignmentResult(
         assignment=by_member(spec, *_owned_pairs(arrays.assignment)),
         target=by_member(spec, *_owned_pairs(arrays.target)),

@@ -63,12 +63,14 @@ def _check_join(member_id: str, protocols: Sequence[str], supported: Mapping[str
     """ClassicGroup.supportsProtocols for a member joining a group of `members` members."""
     if not protocols:
         raise InconsistentGroupProtocolError(
-            f"INCONSISTENT_GROUP_PROTOCOL: member {member_id} offers no partition.assignment.strategy")
+            f"INCONSISTENT_GROUP_PROTOCOL: member {member_id} offers no partition.assignment.strategy"
+        )
     if members and not any(supported.get(p, 0) == members for p in protocols):
         common = sorted(p for p, n in supported.items() if n == members)
         raise InconsistentGroupProtocolError(
             f"INCONSISTENT_GROUP_PROTOCOL: member {member_id} supports {list(protocols)}, "
-            f"none of which every current member supports ({common})")
+            f"none of which every current member supports ({common})"
+        )
 
 
 def select_protocol(members: Mapping[str, Sequence[str]]) -> Election:

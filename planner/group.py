@@ -138,8 +138,9 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         claim_member=_frozen(np.concatenate([np.empty(0, np.int32), *claim_member])),
         claim_partition=_frozen(np.concatenate([np.empty(0, np.int64), *claim_partition])),
         partition_weights=_partition_weights(doc.get("partition_weights"), topics, topic_start),
-        member_weights=(None if all(w is None for w in weights)
-                        else _frozen(np.asarray([1.0 if w is None else w for w in weights]))),
+        member_weights=(
+            None if all(w is None for w in weights) else _frozen(np.asarray([1.0 if w is None else w for w in weights]))
+        ),
     )
 
 
@@ -171,7 +172,7 @@ def _partition_weights(raw: Any, topics: tuple[str, ...], topic_start: np.ndarra
             continue
         n = int(topic_start[t_id + 1] - topic_start[t_id])
         vals = np.asarray(ws, dtype=np.float64)[:n]
-        weights[topic_start[t_id]:topic_start[t_id] + len(vals)] = vals
+        weights[topic_start[t_id] : topic_start[t_id] + len(vals)] = vals
     return _frozen(weights)
 
 

@@ -137,7 +137,7 @@ def _arrow_buffers(arr: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]
     offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32, count=arr.offset + n + 1)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
     nulls = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
-    return offsets[arr.offset:], data, nulls
+    return offsets[arr.offset :], data, nulls
 
 
 class WordHash(NamedTuple):
@@ -159,7 +159,7 @@ def hash_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, 
     for s in range(0, n, _CHUNK):
         e = min(n, s + _CHUNK)
         o = offsets[s:e].astype(np.int64)
-        ln = np.diff(offsets[s:e + 1]).astype(np.int64, copy=False)
+        ln = np.diff(offsets[s : e + 1]).astype(np.int64, copy=False)
         if nulls is not None:
             ln[nulls[s:e]] = 0  # Arrow lets a null slot span bytes; Kafka never hashes a null key
         out[s:e] = _hash_chunk(o, ln, data, fn)
@@ -183,7 +183,7 @@ def _block_source(o: np.ndarray, ln: np.ndarray, data: np.ndarray) -> tuple[np.n
     # Row a holds data[lo + a:]; bytes past hi stay uninitialised: only tail reads reach them, masked off.
     shifted = np.empty((4, 4 * m), dtype=np.uint8)
     for a in range(4):
-        shifted[a, : max(hi - lo - a, 0)] = data[lo + a: hi]
+        shifted[a, : max(hi - lo - a, 0)] = data[lo + a : hi]
     return shifted.view("<u4").reshape(-1), lo, m
 
 

@@ -80,8 +80,10 @@ def only_subscribed(group: GroupSpec | Mapping[str, Any], assignment: Assignment
     parts, members, problems = _claims(spec, assignment)
     sub = spec.subscribed_matrix()
     bad = ~sub[members, spec.topic_of(parts)] if len(parts) else np.zeros(0, dtype=bool)
-    problems += [f"{_name(spec, p)} assigned to {spec.members[m]!r}, which does not subscribe to its topic"
-                 for p, m in zip(parts[bad].tolist(), members[bad].tolist(), strict=True)]
+    problems += [
+        f"{_name(spec, p)} assigned to {spec.members[m]!r}, which does not subscribe to its topic"
+        for p, m in zip(parts[bad].tolist(), members[bad].tolist(), strict=True)
+    ]
     return _report(problems)
 
 
@@ -106,9 +108,11 @@ def balanced(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> li
     for t in np.flatnonzero(max_owner - min_subscriber >= 2).tolist():
         owner = int(members[topics == t][np.argmax(counts[members[topics == t]])])
         taker = min((m for m, ts in enumerate(spec.subscriptions) if t in ts), key=lambda m: (counts[m], m))
-        problems.append(f"unbalanced: {spec.members[taker]!r} has {counts[taker]} partitions and could "
-                        f"take {spec.topics[t]} partitions from {spec.members[owner]!r}, which has "
-                        f"{counts[owner]}")
+        problems.append(
+            f"unbalanced: {spec.members[taker]!r} has {counts[taker]} partitions and could "
+            f"take {spec.topics[t]} partitions from {spec.members[owner]!r}, which has "
+            f"{counts[owner]}"
+        )
     return _report(problems)
 
 
@@ -119,11 +123,12 @@ def cooperative(group: GroupSpec | Mapping[str, Any], assignment: Assignment) ->
     owner = np.full(spec.num_partitions, -1, dtype=np.int32)
     owner[parts] = members
     bad = np.flatnonzero(claimed_by_others(spec, owner))
-    for p in bad[:_MAX_REPORTED + 1].tolist():
+    for p in bad[: _MAX_REPORTED + 1].tolist():
         others = spec.claim_member[(spec.claim_partition == p) & (spec.claim_member != owner[p])]
-        problems.append(f"{_name(spec, p)} goes to {spec.members[owner[p]]!r} while "
-                        f"{spec.members[others[0]]!r} still owns it")
-    problems += [f"{_name(spec, p)} not revoked first" for p in bad[_MAX_REPORTED + 1:].tolist()]
+        problems.append(
+            f"{_name(spec, p)} goes to {spec.members[owner[p]]!r} while {spec.members[others[0]]!r} still owns it"
+        )
+    problems += [f"{_name(spec, p)} not revoked first" for p in bad[_MAX_REPORTED + 1 :].tolist()]
     return _report(problems)
 
 
@@ -137,8 +142,13 @@ def moved(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -> int:
     return int(np.count_nonzero((previous >= 0) & (owner != previous)))
 
 
-def check_plan(group: GroupSpec | Mapping[str, Any], assignment: Assignment, *, balance: bool = False,
-               target: Assignment | None = None) -> list[str]:
+def check_plan(
+    group: GroupSpec | Mapping[str, Any],
+    assignment: Assignment,
+    *,
+    balance: bool = False,
+    target: Assignment | None = None,
+) -> list[str]:
     """All checks for a plan: eager when `target` is None, else a cooperative round and its follow-up."""
     if target is None:
         problems = assigned_exactly_once(group, assignment) + only_subscribed(group, assignment)

@@ -73,6 +73,7 @@ def _to_int32(h: int) -> int:
 
 # --- the rules that turn a 32-bit hash into a partition, scalar and vectorized -------------------------
 
+
 def _positive_mod(h: int, n: int) -> int:
     """(h & 0x7fffffff) % n: Kafka Utils.toPositive, librdkafka murmur2, Sarama WithAbsFirst."""
     return (h & 0x7FFFFFFF) % n
@@ -109,6 +110,7 @@ def _abs_mod_many(h: np.ndarray, n: int) -> np.ndarray:
 
 
 # --- CRC-32 and FNV-1a as WordHash, 4 bytes per vectorized pass ---------------------------------------
+
 
 def _crc_tables() -> np.ndarray:
     """Slicing-by-4 tables for the reflected CRC-32 polynomial 0xEDB88320: T[0] is the byte table."""
@@ -223,32 +225,97 @@ def _murmur2_unsigned(key: bytes) -> int:
 
 
 _RDKAFKA_MSG = "librdkafka src/rdkafka_msg.c"
-PARTITIONERS: Mapping[str, Partitioner] = MappingProxyType({p.name: p for p in (
-    Partitioner("murmur2", "Java producer default; librdkafka murmur2; kafka-python; franz-go",
+PARTITIONERS: Mapping[str, Partitioner] = MappingProxyType(
+    {
+        p.name: p
+        for p in (
+            Partitioner(
+                "murmur2",
+                "Java producer default; librdkafka murmur2; kafka-python; franz-go",
                 "Kafka BuiltInPartitioner.partitionForKey / Utils.murmur2; "
                 f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_murmur2",
-                _murmur2_unsigned, MURMUR2, _positive_mod, _positive_mod_many),
-    Partitioner("murmur2_random", "librdkafka", f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_murmur2_random",
-                _murmur2_unsigned, MURMUR2, _positive_mod, _positive_mod_many),
-    Partitioner("consistent", "librdkafka", f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_consistent",
-                crc32, CRC32, _unsigned_mod, _unsigned_mod_many),
-    Partitioner("consistent_random", "librdkafka default (also confluent-kafka-python, -go, -dotnet)",
+                _murmur2_unsigned,
+                MURMUR2,
+                _positive_mod,
+                _positive_mod_many,
+            ),
+            Partitioner(
+                "murmur2_random",
+                "librdkafka",
+                f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_murmur2_random",
+                _murmur2_unsigned,
+                MURMUR2,
+                _positive_mod,
+                _positive_mod_many,
+            ),
+            Partitioner(
+                "consistent",
+                "librdkafka",
+                f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_consistent",
+                crc32,
+                CRC32,
+                _unsigned_mod,
+                _unsigned_mod_many,
+            ),
+            Partitioner(
+                "consistent_random",
+                "librdkafka default (also confluent-kafka-python, -go, -dotnet)",
                 f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_consistent_random",
-                crc32, CRC32, _unsigned_mod, _unsigned_mod_many, empty_key_unkeyed=True),
-    Partitioner("fnv1a", "librdkafka (Sarama-compatible)",
+                crc32,
+                CRC32,
+                _unsigned_mod,
+                _unsigned_mod_many,
+                empty_key_unkeyed=True,
+            ),
+            Partitioner(
+                "fnv1a",
+                "librdkafka (Sarama-compatible)",
                 f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_fnv1a; src/rdfnv1a.c rd_fnv1a",
-                fnv1a32, FNV1A, _abs_mod, _abs_mod_many),
-    Partitioner("fnv1a_random", "librdkafka", f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_fnv1a_random",
-                fnv1a32, FNV1A, _abs_mod, _abs_mod_many),
-    Partitioner("sarama", "Sarama default (NewHashPartitioner)", "Sarama partitioner.go hashPartitioner.Partition",
-                fnv1a32, FNV1A, _abs_mod, _abs_mod_many),
-    Partitioner("sarama_reference", "Sarama NewReferenceHashPartitioner",
+                fnv1a32,
+                FNV1A,
+                _abs_mod,
+                _abs_mod_many,
+            ),
+            Partitioner(
+                "fnv1a_random",
+                "librdkafka",
+                f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_fnv1a_random",
+                fnv1a32,
+                FNV1A,
+                _abs_mod,
+                _abs_mod_many,
+            ),
+            Partitioner(
+                "sarama",
+                "Sarama default (NewHashPartitioner)",
+                "Sarama partitioner.go hashPartitioner.Partition",
+                fnv1a32,
+                FNV1A,
+                _abs_mod,
+                _abs_mod_many,
+            ),
+            Partitioner(
+                "sarama_reference",
+                "Sarama NewReferenceHashPartitioner",
                 "Sarama partitioner.go hashPartitioner.Partition (referenceAbs)",
-                fnv1a32, FNV1A, _positive_mod, _positive_mod_many),
-    Partitioner("random", "librdkafka random; Sarama NewRandomPartitioner",
+                fnv1a32,
+                FNV1A,
+                _positive_mod,
+                _positive_mod_many,
+            ),
+            Partitioner(
+                "random",
+                "librdkafka random; Sarama NewRandomPartitioner",
                 f"{_RDKAFKA_MSG} rd_kafka_msg_partitioner_random",
-                _murmur2_unsigned, None, _positive_mod, _positive_mod_many, keyed=False),
-)})
+                _murmur2_unsigned,
+                None,
+                _positive_mod,
+                _positive_mod_many,
+                keyed=False,
+            ),
+        )
+    }
+)
 
 
 def get_partitioner(name: str) -> Partitioner:

@@ -53,8 +53,13 @@ class NullKeySimulation:
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON-ready summary."""
-        return {"strategy": self.strategy, "records": self.records.tolist(), "bytes": self.bytes.tolist(),
-                "batches": self.batches.tolist(), "records_per_batch": round(self.records_per_batch, 3)}
+        return {
+            "strategy": self.strategy,
+            "records": self.records.tolist(),
+            "bytes": self.bytes.tolist(),
+            "batches": self.batches.tolist(),
+            "records_per_batch": round(self.records_per_batch, 3),
+        }
 
 
 class _Accumulator:
@@ -99,9 +104,15 @@ def _other_partition(rng: np.random.Generator, n: int, prev: int) -> int:
             return p
 
 
-def simulate_null_keys(record_sizes: Sequence[int] | np.ndarray, num_partitions: int, *,
-                       strategy: Strategy = "uniform_sticky", batch_size: int = DEFAULT_BATCH_SIZE,
-                       records_per_linger: int | None = None, seed: int = 0) -> NullKeySimulation:
+def simulate_null_keys(
+    record_sizes: Sequence[int] | np.ndarray,
+    num_partitions: int,
+    *,
+    strategy: Strategy = "uniform_sticky",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    records_per_linger: int | None = None,
+    seed: int = 0,
+) -> NullKeySimulation:
     """Send records without keys through one strategy and count records, bytes and batches per partition."""
     if num_partitions <= 0 or batch_size <= 0:
         raise ValueError("num_partitions and batch_size must be positive")
@@ -140,9 +151,23 @@ def simulate_null_keys(record_sizes: Sequence[int] | np.ndarray, num_partitions:
     return NullKeySimulation(strategy, acc.records, acc.bytes, acc.batches)
 
 
-def compare_strategies(record_sizes: Sequence[int] | np.ndarray, num_partitions: int, *,
-                       batch_size: int = DEFAULT_BATCH_SIZE, records_per_linger: int | None = None,
-                       seed: int = 0) -> dict[Strategy, NullKeySimulation]:
+def compare_strategies(
+    record_sizes: Sequence[int] | np.ndarray,
+    num_partitions: int,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    records_per_linger: int | None = None,
+    seed: int = 0,
+) -> dict[Strategy, NullKeySimulation]:
     """All three strategies over the same records, to show why sticky sends fewer, fuller batches."""
-    return {s: simulate_null_keys(record_sizes, num_partitions, strategy=s, batch_size=batch_size,
-                                  records_per_linger=records_per_linger, seed=seed) for s in STRATEGIES}
+    return {
+        s: simulate_null_keys(
+            record_sizes,
+            num_partitions,
+            strategy=s,
+            batch_size=batch_size,
+            records_per_linger=records_per_linger,
+            seed=seed,
+        )
+        for s in STRATEGIES
+    }

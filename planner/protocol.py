@@ -78,6 +78,7 @@ class StickyUserData:
 
 # --- writer ---------------------------------------------------------------------------------------------
 
+
 def _int16(v: int) -> bytes:
     return struct.pack(">h", v)
 
@@ -137,8 +138,7 @@ def encode_subscription(sub: Subscription) -> bytes:
 def encode_assignment(assignment: Assignment) -> bytes:
     """Version-prefixed ConsumerProtocolAssignment bytes; the body is the same in versions 0-3."""
     _check_version(assignment.version, "assignment")
-    return (_int16(assignment.version) + _topic_partitions(assignment.partitions)
-            + _nullable_bytes(assignment.user_data))
+    return _int16(assignment.version) + _topic_partitions(assignment.partitions) + _nullable_bytes(assignment.user_data)
 
 
 def encode_sticky_user_data(data: StickyUserData) -> bytes:
@@ -156,6 +156,7 @@ def encode_cooperative_user_data(generation: int) -> bytes:
 
 # --- reader ---------------------------------------------------------------------------------------------
 
+
 class _Reader:
     """A cursor over bytes whose every failure names the field and the byte offset."""
 
@@ -166,13 +167,14 @@ class _Reader:
 
     def fail(self, expected: str, at: int | None = None) -> ProtocolError:
         where = self.pos if at is None else at
-        return ProtocolError(f"{self.what}: expected {expected} at byte offset {where}"
-                             f" (message is {len(self.data)} bytes)")
+        return ProtocolError(
+            f"{self.what}: expected {expected} at byte offset {where} (message is {len(self.data)} bytes)"
+        )
 
     def take(self, n: int, expected: str) -> memoryview:
         if self.pos + n > len(self.data):
             raise self.fail(f"{expected} ({n} bytes, {len(self.data) - self.pos} left)")
-        chunk = self.data[self.pos: self.pos + n]
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
 
@@ -208,8 +210,9 @@ class _Reader:
         start = self.pos
         n = self.int32(f"count of array {field}")
         if n < 0 or n * min_item_size > len(self.data) - self.pos:
-            raise self.fail(f"a count of array {field} that fits the remaining "
-                            f"{len(self.data) - self.pos} bytes, got {n}", at=start)
+            raise self.fail(
+                f"a count of array {field} that fits the remaining {len(self.data) - self.pos} bytes, got {n}", at=start
+            )
         return n
 
     def topic_partitions(self, field: str) -> TopicPartitions:

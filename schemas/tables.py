@@ -14,81 +14,173 @@ from schemas.spec import TOPIC_PARTITION, TS, TableSpec, table
 __all__ = ["TABLES", "TS", "TOPIC_PARTITION", "TableSpec", "table"]
 
 SNAPSHOTS = table(
-    "snapshots", ("snapshot_id", "group_id", "member_id"),
-    [("snapshot_id", pa.string()), ("group_id", pa.string()), ("member_id", pa.string()),
-     ("captured_at", TS), ("source", pa.string()), ("state", pa.string()), ("protocol_type", pa.string()),
-     ("protocol", pa.string()), ("kafka_generation", pa.int32()), ("client_id", pa.string()),
-     ("host", pa.string()), ("group_instance_id", pa.string()), ("rack", pa.string()),
-     ("strategies", pa.list_(pa.string())), ("topics", pa.list_(pa.string())),
-     ("owned", pa.list_(TOPIC_PARTITION)), ("assignment", pa.list_(TOPIC_PARTITION))],
+    "snapshots",
+    ("snapshot_id", "group_id", "member_id"),
+    [
+        ("snapshot_id", pa.string()),
+        ("group_id", pa.string()),
+        ("member_id", pa.string()),
+        ("captured_at", TS),
+        ("source", pa.string()),
+        ("state", pa.string()),
+        ("protocol_type", pa.string()),
+        ("protocol", pa.string()),
+        ("kafka_generation", pa.int32()),
+        ("client_id", pa.string()),
+        ("host", pa.string()),
+        ("group_instance_id", pa.string()),
+        ("rack", pa.string()),
+        ("strategies", pa.list_(pa.string())),
+        ("topics", pa.list_(pa.string())),
+        ("owned", pa.list_(TOPIC_PARTITION)),
+        ("assignment", pa.list_(TOPIC_PARTITION)),
+    ],
     "one row per group member of a snapshot (a group without members has one row with member_id '')",
 )
 
 TOPIC_PARTITIONS = table(
-    "topic_partitions", ("snapshot_id", "topic", "partition"),
-    [("snapshot_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
-     ("partition_count", pa.int32()), ("end_offset", pa.int64())],
+    "topic_partitions",
+    ("snapshot_id", "topic", "partition"),
+    [
+        ("snapshot_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("partition_count", pa.int32()),
+        ("end_offset", pa.int64()),
+    ],
     "every partition of every topic a snapshot mentions, with its topic's partition count",
 )
 
 PARTITION_OFFSETS = table(
-    "partition_offsets", ("snapshot_id", "group_id", "topic", "partition"),
-    [("snapshot_id", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
-     ("partition", pa.int32()), ("committed", pa.int64()), ("end_offset", pa.int64()), ("lag", pa.int64())],
+    "partition_offsets",
+    ("snapshot_id", "group_id", "topic", "partition"),
+    [
+        ("snapshot_id", pa.string()),
+        ("group_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("committed", pa.int64()),
+        ("end_offset", pa.int64()),
+        ("lag", pa.int64()),
+    ],
     "a group's committed offset, the partition's end offset and the lag between them",
 )
 
 KEY_SAMPLES = table(
-    "key_samples", ("sample_id", "topic", "partition", "offset"),
-    [("sample_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-     ("key", pa.binary()), ("value_size", pa.int32()), ("timestamp", TS), ("weight", pa.float64())],
+    "key_samples",
+    ("sample_id", "topic", "partition", "offset"),
+    [
+        ("sample_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("key", pa.binary()),
+        ("value_size", pa.int32()),
+        ("timestamp", TS),
+        ("weight", pa.float64()),
+    ],
     "sampled records: key bytes, value size, the partition they were read from, and how many of the partition's "
     "retained messages each sampled record stands for (weight)",
 )
 
 PLANS = table(
-    "plans", ("generation_id", "group_id", "strategy", "topic", "partition"),
-    [("generation_id", pa.int64()), ("group_id", pa.string()), ("strategy", pa.string()),
-     ("topic", pa.string()), ("partition", pa.int32()), ("member", pa.string()),
-     ("previous_member", pa.string()), ("moved", pa.bool_()), ("phase", pa.string()), ("weight", pa.float64())],
+    "plans",
+    ("generation_id", "group_id", "strategy", "topic", "partition"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("strategy", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("member", pa.string()),
+        ("previous_member", pa.string()),
+        ("moved", pa.bool_()),
+        ("phase", pa.string()),
+        ("weight", pa.float64()),
+    ],
     "a candidate assignment: partition -> member, with the previous owner and whether it moves",
 )
 
 PLAN_METRICS = table(
-    "plan_metrics", ("generation_id", "group_id", "strategy"),
-    [("generation_id", pa.int64()), ("group_id", pa.string()), ("strategy", pa.string()),
-     ("members", pa.int32()), ("partitions", pa.int32()), ("count_spread", pa.int32()),
-     ("max_load", pa.float64()), ("mean_load", pa.float64()), ("max_mean_load", pa.float64()),
-     ("partitions_moved", pa.int32()), ("stickiness", pa.float64()), ("chosen", pa.bool_())],
+    "plan_metrics",
+    ("generation_id", "group_id", "strategy"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("strategy", pa.string()),
+        ("members", pa.int32()),
+        ("partitions", pa.int32()),
+        ("count_spread", pa.int32()),
+        ("max_load", pa.float64()),
+        ("mean_load", pa.float64()),
+        ("max_mean_load", pa.float64()),
+        ("partitions_moved", pa.int32()),
+        ("stickiness", pa.float64()),
+        ("chosen", pa.bool_()),
+    ],
     "per candidate: balance (count spread, max/mean load) and movement (partitions moved, stickiness)",
 )
 
 GENERATIONS = table(
-    "generations", ("group_id", "generation_id"),
-    [("group_id", pa.string()), ("generation_id", pa.int64()), ("created_at", TS), ("trigger", pa.string()),
-     ("run_id", pa.string()), ("parameters", pa.string()), ("snapshot_id", pa.string()),
-     ("chosen_strategy", pa.string()), ("status", pa.string()), ("gate_summary", pa.string())],
+    "generations",
+    ("group_id", "generation_id"),
+    [
+        ("group_id", pa.string()),
+        ("generation_id", pa.int64()),
+        ("created_at", TS),
+        ("trigger", pa.string()),
+        ("run_id", pa.string()),
+        ("parameters", pa.string()),
+        ("snapshot_id", pa.string()),
+        ("chosen_strategy", pa.string()),
+        ("status", pa.string()),
+        ("gate_summary", pa.string()),
+    ],
     "one planning run of one group; status candidate -> approved | rejected",
 )
 
 GATE_RESULTS = table(
-    "gate_results", ("generation_id", "group_id", "suite", "expectation"),
-    [("generation_id", pa.int64()), ("group_id", pa.string()), ("suite", pa.string()),
-     ("expectation", pa.string()), ("success", pa.bool_()), ("observed_value", pa.string()),
-     ("details", pa.string())],
+    "gate_results",
+    ("generation_id", "group_id", "suite", "expectation"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("suite", pa.string()),
+        ("expectation", pa.string()),
+        ("success", pa.bool_()),
+        ("observed_value", pa.string()),
+        ("details", pa.string()),
+    ],
     "one Great Expectations result per generation, group and expectation",
 )
 
 QUARANTINE = table(
-    "quarantine", ("ingest_id",),
-    [("ingest_id", pa.string()), ("run_id", pa.string()), ("source", pa.string()), ("raw_payload", pa.string()),
-     ("error", pa.string()), ("received_at", TS)],
+    "quarantine",
+    ("ingest_id",),
+    [
+        ("ingest_id", pa.string()),
+        ("run_id", pa.string()),
+        ("source", pa.string()),
+        ("raw_payload", pa.string()),
+        ("error", pa.string()),
+        ("received_at", TS),
+    ],
     "rejected input, kept whole with the reason it was rejected",
 )
 
 
 TABLES: dict[str, TableSpec] = {
     s.name: s
-    for s in (SNAPSHOTS, TOPIC_PARTITIONS, PARTITION_OFFSETS, KEY_SAMPLES, PLANS, PLAN_METRICS, GENERATIONS,
-              GATE_RESULTS, QUARANTINE, *SKEW_TABLES)
+    for s in (
+        SNAPSHOTS,
+        TOPIC_PARTITIONS,
+        PARTITION_OFFSETS,
+        KEY_SAMPLES,
+        PLANS,
+        PLAN_METRICS,
+        GENERATIONS,
+        GATE_RESULTS,
+        QUARANTINE,
+        *SKEW_TABLES,
+    )
 }

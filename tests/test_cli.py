@@ -15,14 +15,16 @@ DEMO = Path(ingest.__file__).with_name("demo_data")
 @pytest.mark.spark
 def test_run_then_sql_over_the_history(spark, tmp_path, capsys):
     lake = str(tmp_path / "lake")
-    assert main(["run", "--snapshots", str(DEMO), "--lake", lake, "--strategies", "range,sticky",
-                 "--run-id", "r1"]) == 0
+    assert (
+        main(["run", "--snapshots", str(DEMO), "--lake", lake, "--strategies", "range,sticky", "--run-id", "r1"]) == 0
+    )
     out = capsys.readouterr().out
     assert "run r1: 5 groups ingested, 1 inputs quarantined" in out
     assert "billing-truncated.json: invalid JSON" in out
     assert out.count("approved") == 5
-    assert main(["sql", "SELECT count(*) AS generations FROM generations WHERE status = 'approved'",
-                 "--lake", lake]) == 0
+    assert (
+        main(["sql", "SELECT count(*) AS generations FROM generations WHERE status = 'approved'", "--lake", lake]) == 0
+    )
     assert capsys.readouterr().out.split() == ["generations", "5"]
 
 

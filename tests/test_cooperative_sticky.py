@@ -24,9 +24,14 @@ def _coop(group: dict):
 
 
 def test_new_member_waits_one_round_for_revoked_partitions():
-    group = {"topics": {"t": 6}, "members": {
-        "C0": {"topics": ["t"], "owned": [["t", p] for p in range(6)], "generation": 5},
-        "C1": {"topics": ["t"], "generation": 5}, "C2": {"topics": ["t"]}}}
+    group = {
+        "topics": {"t": 6},
+        "members": {
+            "C0": {"topics": ["t"], "owned": [["t", p] for p in range(6)], "generation": 5},
+            "C1": {"topics": ["t"], "generation": 5},
+            "C2": {"topics": ["t"]},
+        },
+    }
     r = _coop(group)
     assert r.assignment == {"C0": tps("tp0", "tp1"), "C1": [], "C2": []}
     assert r.revoked == {"C0": tps("tp2", "tp3", "tp4", "tp5"), "C1": [], "C2": []}
@@ -37,26 +42,38 @@ def test_new_member_waits_one_round_for_revoked_partitions():
 def test_partitions_of_a_member_that_left_move_at_once():
     # Seeds 000/001: C1 leaves; nobody still owns its partitions, so nothing waits for a revocation.
     topics = {"t0": 2, "t1": 2, "t2": 2, "t3": 2}
-    group = {"topics": topics, "members": {
-        "C0": {"topics": list(topics), "owned": tps("t0p0", "t1p1", "t3p0"), "generation": 1},
-        "C2": {"topics": list(topics), "owned": tps("t1p0", "t2p1"), "generation": 1}}}
+    group = {
+        "topics": topics,
+        "members": {
+            "C0": {"topics": list(topics), "owned": tps("t0p0", "t1p1", "t3p0"), "generation": 1},
+            "C2": {"topics": list(topics), "owned": tps("t1p0", "t2p1"), "generation": 1},
+        },
+    }
     r = _coop(group)
     assert r.assignment == r.target == assign("sticky", group).assignment
     assert r.revoked == {"C0": [], "C2": []}
 
 
 def test_seed001_c0_removed_with_differing_subscriptions():
-    group = {"topics": {"t0": 1, "t1": 2, "t2": 3}, "members": {
-        "C1": {"topics": ["t0", "t1"], "owned": tps("t1p0", "t1p1"), "generation": 2},
-        "C2": {"topics": ["t0", "t1", "t2"], "owned": tps("t2p0", "t2p1", "t2p2"), "generation": 2}}}
+    group = {
+        "topics": {"t0": 1, "t1": 2, "t2": 3},
+        "members": {
+            "C1": {"topics": ["t0", "t1"], "owned": tps("t1p0", "t1p1"), "generation": 2},
+            "C2": {"topics": ["t0", "t1", "t2"], "owned": tps("t2p0", "t2p1", "t2p2"), "generation": 2},
+        },
+    }
     r = _coop(group)
     assert r.assignment == r.target == {"C1": tps("t0p0", "t1p0", "t1p1"), "C2": tps("t2p0", "t2p1", "t2p2")}
 
 
 def test_dropped_subscription_is_revoked_and_reassigned_next_round():
-    group = {"topics": {"a": 2, "b": 2}, "members": {
-        "X": {"topics": ["a"], "owned": tps("ap0", "bp0", "bp1"), "generation": 1},
-        "Y": {"topics": ["a", "b"], "owned": tps("ap1"), "generation": 1}}}
+    group = {
+        "topics": {"a": 2, "b": 2},
+        "members": {
+            "X": {"topics": ["a"], "owned": tps("ap0", "bp0", "bp1"), "generation": 1},
+            "Y": {"topics": ["a", "b"], "owned": tps("ap1"), "generation": 1},
+        },
+    }
     r = _coop(group)
     # Y must take b (it alone subscribes), so balance sends a1 to X: both hand-overs wait for a revocation.
     assert r.revoked == {"X": tps("bp0", "bp1"), "Y": tps("ap1")}
@@ -73,10 +90,13 @@ def churned_groups(draw: st.DrawFn) -> dict:
     before = assign("sticky", {"topics": topics, "members": {m: {"topics": s} for m, s in subs.items()}})
     stay = draw(st.lists(st.sampled_from(names), unique=True))
     joiners = draw(st.lists(st.sampled_from([f"n{i}" for i in range(4)]), unique=True))
-    members = {m: {"topics": draw(st.sampled_from([subs[m], sorted(topics)])),
-                   "owned": before.assignment[m], "generation": 4} for m in stay}
-    members.update({j: {"topics": draw(st.lists(st.sampled_from(sorted(topics)), min_size=1, unique=True))}
-                    for j in joiners})
+    members = {
+        m: {"topics": draw(st.sampled_from([subs[m], sorted(topics)])), "owned": before.assignment[m], "generation": 4}
+        for m in stay
+    }
+    members.update(
+        {j: {"topics": draw(st.lists(st.sampled_from(sorted(topics)), min_size=1, unique=True))} for j in joiners}
+    )
     return {"topics": topics, "members": members}
 
 

@@ -10,14 +10,18 @@ from planner.coordinator import (
 )
 
 
-@pytest.mark.parametrize("s,expected", [
-    ("", 0),
-    ("hello", 99162322),  # the JDK's documented example value
-    ("Aa", 2112), ("BB", 2112),  # the classic collision
-    ("polygenelubricants", -(2**31)),  # hashCode is exactly Integer.MIN_VALUE
-    ("😀", 0xD83D * 31 + 0xDE00),  # one code point, two UTF-16 code units
-    ("payments", 1382682413),
-])
+@pytest.mark.parametrize(
+    "s,expected",
+    [
+        ("", 0),
+        ("hello", 99162322),  # the JDK's documented example value
+        ("Aa", 2112),
+        ("BB", 2112),  # the classic collision
+        ("polygenelubricants", -(2**31)),  # hashCode is exactly Integer.MIN_VALUE
+        ("😀", 0xD83D * 31 + 0xDE00),  # one code point, two UTF-16 code units
+        ("payments", 1382682413),
+    ],
+)
 def test_java_string_hash(s: str, expected: int) -> None:
     assert java_string_hash(s) == expected
 

@@ -43,8 +43,12 @@ def test_the_nightly_dag_plans_and_approves_every_good_group(airflow_db, spark, 
     assert run.state == DagRunState.SUCCESS
     generations = lake.read_arrow("generations").to_pylist()
     assert sorted((g["group_id"], g["status"]) for g in generations) == [
-        ("audit-archiver", "approved"), ("clickstream-etl", "approved"), ("inventory", "approved"),
-        ("payments", "approved"), ("shipping", "approved")]
+        ("audit-archiver", "approved"),
+        ("clickstream-etl", "approved"),
+        ("inventory", "approved"),
+        ("payments", "approved"),
+        ("shipping", "approved"),
+    ]
     assert {g["run_id"] for g in generations} == {run.run_id}
     assert {g["trigger"] for g in generations} == {"manual"}
     assert lake.read_arrow("plans").num_rows == 2 + 10 + 9 + 16 + 20
@@ -63,8 +67,12 @@ def test_the_what_if_dag_is_manual_with_validated_parameters():
     params = ParamsDict(dag.params)
     params.update({"group": "payments", "add_members": 1, "partitions": {"orders": 24}})
     params.validate()
-    for name, bad in [("add_members", -1), ("partitions", {"orders": 0}), ("group", ""),
-                      ("remove_members", ["a", "a"])]:
+    for name, bad in [
+        ("add_members", -1),
+        ("partitions", {"orders": 0}),
+        ("group", ""),
+        ("remove_members", ["a", "a"]),
+    ]:
         with pytest.raises(ParamValidationError, match=f"param {name}"):
             params.update({name: bad})
 
@@ -79,11 +87,20 @@ def test_the_what_if_dag_publishes_a_scenario_generation(airflow_db, spark, lake
 
     pipeline.run(Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",)), "nightly", spark=spark)
     dag = dag_bag().dags["rebalance_what_if"]
-    run = dag.test(run_conf={"lake": str(lake.root), "group": "inventory", "partitions": {"stock": 9},
-                             "add_members": 1, "strategies": "range,sticky"})
+    run = dag.test(
+        run_conf={
+            "lake": str(lake.root),
+            "group": "inventory",
+            "partitions": {"stock": 9},
+            "add_members": 1,
+            "strategies": "range,sticky",
+        }
+    )
     assert run.state == DagRunState.SUCCESS
-    latest = max((g for g in lake.read_arrow("generations").to_pylist() if g["group_id"] == "inventory"),
-                 key=lambda g: g["generation_id"])
+    latest = max(
+        (g for g in lake.read_arrow("generations").to_pylist() if g["group_id"] == "inventory"),
+        key=lambda g: g["generation_id"],
+    )
     assert (latest["generation_id"], latest["run_id"], latest["status"]) == (2, run.run_id, "approved")
     failed = dag.test(run_conf={"lake": str(lake.root), "group": "inventory", "partitions": {"stock": 3}})
     assert failed.state == DagRunState.FAILED

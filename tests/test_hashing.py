@@ -101,8 +101,12 @@ def _random_keys(count: int, seed: int) -> list[bytes]:
 def test_many_chunks_and_arrow_layouts() -> None:
     keys = _random_keys(70_000, seed=7)  # more than one internal chunk
     expected = np.array([partition_for_key(k, 24) for k in keys], dtype=np.int32)
-    for arr in (pa.array(keys, pa.binary()), pa.array(keys, pa.large_binary()),
-                pa.array(keys, pa.binary_view()), pa.chunked_array([keys[:1000], keys[1000:]], pa.binary())):
+    for arr in (
+        pa.array(keys, pa.binary()),
+        pa.array(keys, pa.large_binary()),
+        pa.array(keys, pa.binary_view()),
+        pa.chunked_array([keys[:1000], keys[1000:]], pa.binary()),
+    ):
         assert (partitions_for_keys(arr, 24) == expected).all()
     sliced = pa.array(keys, pa.binary()).slice(123, 5000)
     assert (partitions_for_keys(sliced, 24) == expected[123:5123]).all()
@@ -118,8 +122,12 @@ def test_string_and_dictionary_arrays() -> None:
 
 def test_null_keys_are_not_hashed() -> None:
     keys = [b"a", None, b"abc", None]
-    assert partitions_for_keys(keys, 5).tolist() == [partition_for_key(b"a", 5), NO_KEYED_PARTITION,
-                                                     partition_for_key(b"abc", 5), NO_KEYED_PARTITION]
+    assert partitions_for_keys(keys, 5).tolist() == [
+        partition_for_key(b"a", 5),
+        NO_KEYED_PARTITION,
+        partition_for_key(b"abc", 5),
+        NO_KEYED_PARTITION,
+    ]
     assert partitions_for_keys(pa.array(keys, pa.binary()), 5)[[1, 3]].tolist() == [-1, -1]
     assert murmur2_many(keys)[1] == murmur2(b"")
 
@@ -131,8 +139,11 @@ def test_null_slots_spanning_bytes_and_sparse_buffers() -> None:
     validity = pa.array([True, False, True]).buffers()[1]
     arr = pa.Array.from_buffers(pa.binary(), 3, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
     assert arr.to_pylist() == [b"abcdefg", None, b"tail-key"]
-    assert partitions_for_keys(arr, 9).tolist() == [partition_for_key(b"abcdefg", 9), -1,
-                                                    partition_for_key(b"tail-key", 9)]
+    assert partitions_for_keys(arr, 9).tolist() == [
+        partition_for_key(b"abcdefg", 9),
+        -1,
+        partition_for_key(b"tail-key", 9),
+    ]
 
 
 def test_empty_inputs() -> None:

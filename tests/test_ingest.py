@@ -16,10 +16,17 @@ DEMO = Path(ingest.__file__).with_name("demo_data")
 
 
 def group(group_id: str, **extra) -> dict:
-    return {"group_id": group_id, "topics": {"orders": 3}, "generation": 2,
-            "members": [{"member_id": f"{group_id}-m1", "topics": ["orders"], "assignment": [["orders", 0]]},
-                        {"member_id": f"{group_id}-m2", "topics": ["orders"], "assignment": [["orders", 1]]}],
-            "offsets": [{"topic": "orders", "partition": 0, "committed": 5, "end": 9}], **extra}
+    return {
+        "group_id": group_id,
+        "topics": {"orders": 3},
+        "generation": 2,
+        "members": [
+            {"member_id": f"{group_id}-m1", "topics": ["orders"], "assignment": [["orders", 0]]},
+            {"member_id": f"{group_id}-m2", "topics": ["orders"], "assignment": [["orders", 1]]},
+        ],
+        "offsets": [{"topic": "orders", "partition": 0, "committed": 5, "end": 9}],
+        **extra,
+    }
 
 
 def run(lake, pattern, run_id="run-1") -> ingest.IngestResult:
@@ -100,8 +107,9 @@ def test_rerunning_the_same_run_writes_no_duplicates(lake):
 
 
 def test_an_empty_group_is_recorded_with_its_state(lake, tmp_path):
-    (tmp_path / "empty.json").write_text(json.dumps({"group_id": "idle", "state": "Empty", "topics": {},
-                                                     "members": []}))
+    (tmp_path / "empty.json").write_text(
+        json.dumps({"group_id": "idle", "state": "Empty", "topics": {}, "members": []})
+    )
     run(lake, tmp_path / "empty.json")
     (row,) = lake.read_arrow("snapshots").to_pylist()
     assert (row["group_id"], row["member_id"], row["state"]) == ("idle", "", "Empty")

@@ -24,21 +24,29 @@ from planner.invariants import (
     only_subscribed,
 )
 
-GROUP = {"topics": {"a": 2, "b": 2}, "members": {
-    "X": {"topics": ["a"], "owned": [["a", 0]], "generation": 1},
-    "Y": {"topics": ["a", "b"], "owned": [["b", 0]], "generation": 1}}}
+GROUP = {
+    "topics": {"a": 2, "b": 2},
+    "members": {
+        "X": {"topics": ["a"], "owned": [["a", 0]], "generation": 1},
+        "Y": {"topics": ["a", "b"], "owned": [["b", 0]], "generation": 1},
+    },
+}
 
 
 def test_each_check_names_its_violation():
     assert assigned_exactly_once(GROUP, {"X": [("a", 0), ("a", 0)], "Y": [("b", 0), ("b", 1)]}) == [
-        "a-0 assigned 2 times", "a-1 is not assigned"]
+        "a-0 assigned 2 times",
+        "a-1 is not assigned",
+    ]
     assert at_most_once(GROUP, {"X": [("a", 0)], "Y": [("a", 0)]}) == ["a-0 assigned 2 times"]
-    assert only_subscribed(GROUP, {"X": [("b", 1)]}) == [
-        "b-1 assigned to 'X', which does not subscribe to its topic"]
+    assert only_subscribed(GROUP, {"X": [("b", 1)]}) == ["b-1 assigned to 'X', which does not subscribe to its topic"]
     assert assigned_exactly_once(GROUP, {"Z": [("a", 0)], "X": [("c", 0)]})[:2] == [
-        "a-0 assigned to 'Z', not a member of the group", "c-0 assigned to 'X' does not exist"]
+        "a-0 assigned to 'Z', not a member of the group",
+        "c-0 assigned to 'X' does not exist",
+    ]
     assert balanced(GROUP, {"X": [], "Y": [("a", 0), ("a", 1), ("b", 0), ("b", 1)]}) == [
-        "unbalanced: 'X' has 0 partitions and could take a partitions from 'Y', which has 4"]
+        "unbalanced: 'X' has 0 partitions and could take a partitions from 'Y', which has 4"
+    ]
     assert balanced(GROUP, {"X": [("a", 0), ("a", 1)], "Y": [("b", 0), ("b", 1)]}) == []
     assert cooperative(GROUP, {"X": [("b", 0)], "Y": []}) == ["b-0 goes to 'X' while 'Y' still owns it"]
     assert cooperative(GROUP, {"X": [("a", 0), ("a", 1)], "Y": [("b", 0)]}) == []
@@ -57,12 +65,18 @@ def groups(draw: st.DrawFn) -> dict:
     names = draw(st.lists(st.sampled_from([f"m{i}" for i in range(12)]), min_size=1, max_size=10, unique=True))
     parts = [(t, p) for t, n in topics.items() for p in range(n)] + [("gone", 1)]
     pool = [*sorted(topics), "gone"]
-    return {"topics": topics, "members": {m: {
-        "topics": draw(st.lists(st.sampled_from(pool), unique=True)),
-        "owned": draw(st.lists(st.sampled_from(parts), max_size=10)),
-        "generation": draw(st.one_of(st.none(), st.integers(1, 4))),
-        "group_instance_id": draw(st.one_of(st.none(), st.sampled_from(["i0", "i1", "i2"]))),
-    } for m in names}}
+    return {
+        "topics": topics,
+        "members": {
+            m: {
+                "topics": draw(st.lists(st.sampled_from(pool), unique=True)),
+                "owned": draw(st.lists(st.sampled_from(parts), max_size=10)),
+                "generation": draw(st.one_of(st.none(), st.integers(1, 4))),
+                "group_instance_id": draw(st.one_of(st.none(), st.sampled_from(["i0", "i1", "i2"]))),
+            }
+            for m in names
+        },
+    }
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
@@ -73,8 +87,7 @@ def test_every_strategy_keeps_the_invariants(strategy: str, group: dict):
     cooperative_target = r.target if strategy == "cooperative-sticky" else None
     assert check_plan(group, r.assignment, balance="sticky" in strategy, target=cooperative_target) == []
     assert r.target == r.assignment or strategy == "cooperative-sticky"
-    shuffled = {"topics": dict(reversed(group["topics"].items())),
-                "members": dict(reversed(group["members"].items()))}
+    shuffled = {"topics": dict(reversed(group["topics"].items())), "members": dict(reversed(group["members"].items()))}
     again = assign(strategy, shuffled)
     assert (again.assignment, again.target, again.revoked) == (r.assignment, r.target, r.revoked)
 
@@ -86,12 +99,15 @@ def test_sticky_members_leaving_only_lose_what_balance_needs(group: dict, data: 
     first = assign("sticky", group).assignment
     names = sorted(group["members"])
     stay = data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
-    survivors = {"topics": group["topics"], "members": {
-        m: {"topics": group["members"][m]["topics"], "owned": first[m], "generation": 5} for m in stay}}
+    survivors = {
+        "topics": group["topics"],
+        "members": {m: {"topics": group["members"][m]["topics"], "owned": first[m], "generation": 5} for m in stay},
+    }
     after = assign("sticky", survivors).assignment
     assert check_plan(survivors, after, balance=True) == []
-    if all(np.array_equal(sorted(group["members"][m]["topics"]), sorted(group["members"][stay[0]]["topics"]))
-           for m in stay):
+    if all(
+        np.array_equal(sorted(group["members"][m]["topics"]), sorted(group["members"][stay[0]]["topics"])) for m in stay
+    ):
         total = sum(len(ps) for ps in after.values())
         for m in stay:  # identical subscriptions: nobody at or under the floor quota loses a partition
             if len(first[m]) <= total // len(stay):
@@ -99,11 +115,21 @@ def test_sticky_members_leaving_only_lose_what_balance_needs(group: dict, data: 
 
 
 def test_same_answer_under_any_pythonhashseed(tmp_path: Path):
-    script = ("import json; from planner import assign; "
-              "g = {'topics': {'t%d' % i: 7 for i in range(6)}, 'members': {"
-              "'m%d' % i: {'topics': ['t%d' % j for j in range(6) if (i + j) % 3]} for i in range(9)}}; "
-              "print(json.dumps({s: assign(s, g).to_json()['assignment'] "
-              "for s in ('range', 'roundrobin', 'sticky', 'cooperative-sticky')}, sort_keys=True))")
-    outputs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "1", "4242")}
+    script = (
+        "import json; from planner import assign; "
+        "g = {'topics': {'t%d' % i: 7 for i in range(6)}, 'members': {"
+        "'m%d' % i: {'topics': ['t%d' % j for j in range(6) if (i + j) % 3]} for i in range(9)}}; "
+        "print(json.dumps({s: assign(s, g).to_json()['assignment'] "
+        "for s in ('range', 'roundrobin', 'sticky', 'cooperative-sticky')}, sort_keys=True))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "1", "4242")
+    }
     assert len(outputs) == 1

@@ -14,10 +14,17 @@ KEY_PASSWORD = "key-Passw0rd-9"
 
 
 def sasl_env(**extra: str) -> dict[str, str]:
-    return {"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "k1:9093, k2:9093", "REBALANCE_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
-            "REBALANCE_KAFKA_SASL_MECHANISM": "scram-sha-512", "REBALANCE_KAFKA_SASL_USERNAME": "planner",
-            "REBALANCE_KAFKA_SASL_PASSWORD": PASSWORD, "REBALANCE_KAFKA_SSL_CAFILE": "/etc/ca.pem",
-            "REBALANCE_KAFKA_SSL_KEY_PASSWORD": KEY_PASSWORD, "REBALANCE_KAFKA_REQUEST_TIMEOUT_MS": "5000", **extra}
+    return {
+        "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "k1:9093, k2:9093",
+        "REBALANCE_KAFKA_SECURITY_PROTOCOL": "sasl_ssl",
+        "REBALANCE_KAFKA_SASL_MECHANISM": "scram-sha-512",
+        "REBALANCE_KAFKA_SASL_USERNAME": "planner",
+        "REBALANCE_KAFKA_SASL_PASSWORD": PASSWORD,
+        "REBALANCE_KAFKA_SSL_CAFILE": "/etc/ca.pem",
+        "REBALANCE_KAFKA_SSL_KEY_PASSWORD": KEY_PASSWORD,
+        "REBALANCE_KAFKA_REQUEST_TIMEOUT_MS": "5000",
+        **extra,
+    }
 
 
 def test_no_bootstrap_servers_means_no_kafka() -> None:
@@ -49,16 +56,32 @@ def test_repr_and_logged_client_config_hide_secrets(caplog: pytest.LogCaptureFix
     assert "sasl_password='***'" in repr(s)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": " , "}, "no bootstrap servers"),
-    ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_SECURITY_PROTOCOL": "TLS"}, "security protocol"),
-    ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_REQUEST_TIMEOUT_MS": "soon"}, "REQUEST_TIMEOUT"),
-    ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-      "REBALANCE_KAFKA_SASL_USERNAME": "u"}, "needs a SASL username and password"),
-    ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-      "REBALANCE_KAFKA_SASL_MECHANISM": "GSSAPI", "REBALANCE_KAFKA_SASL_USERNAME": "u",
-      "REBALANCE_KAFKA_SASL_PASSWORD": PASSWORD}, "SASL mechanism"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": " , "}, "no bootstrap servers"),
+        ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_SECURITY_PROTOCOL": "TLS"}, "security protocol"),
+        ({"REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1", "REBALANCE_KAFKA_REQUEST_TIMEOUT_MS": "soon"}, "REQUEST_TIMEOUT"),
+        (
+            {
+                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1",
+                "REBALANCE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "REBALANCE_KAFKA_SASL_USERNAME": "u",
+            },
+            "needs a SASL username and password",
+        ),
+        (
+            {
+                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": "a:1",
+                "REBALANCE_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+                "REBALANCE_KAFKA_SASL_MECHANISM": "GSSAPI",
+                "REBALANCE_KAFKA_SASL_USERNAME": "u",
+                "REBALANCE_KAFKA_SASL_PASSWORD": PASSWORD,
+            },
+            "SASL mechanism",
+        ),
+    ],
+)
 def test_invalid_settings_name_the_setting_not_the_secret(env: dict[str, str], message: str) -> None:
     with pytest.raises(KafkaSettingsError, match=message) as info:
         from_env(env)
@@ -66,13 +89,25 @@ def test_invalid_settings_name_the_setting_not_the_secret(env: dict[str, str], m
 
 
 def test_airflow_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    conn = {"conn_type": "kafka", "host": "broker-1", "port": 9094, "login": "svc", "password": PASSWORD,
-            "extra": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.ca.location": "/ca.pem",
-                      "client_id": "nightly", "request_timeout_ms": "7000"}}
+    conn = {
+        "conn_type": "kafka",
+        "host": "broker-1",
+        "port": 9094,
+        "login": "svc",
+        "password": PASSWORD,
+        "extra": {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "ssl.ca.location": "/ca.pem",
+            "client_id": "nightly",
+            "request_timeout_ms": "7000",
+        },
+    }
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_PROD", json.dumps(conn))
     s = from_env({"REBALANCE_KAFKA_CONN_ID": "kafka_prod", "REBALANCE_KAFKA_CLIENT_ID": "override"})
-    assert s == KafkaSettings("broker-1:9094", "SASL_SSL", "PLAIN", "svc", PASSWORD, "/ca.pem",
-                              client_id="override", request_timeout_ms=7000)
+    assert s == KafkaSettings(
+        "broker-1:9094", "SASL_SSL", "PLAIN", "svc", PASSWORD, "/ca.pem", client_id="override", request_timeout_ms=7000
+    )
     assert PASSWORD not in repr(s)
 
 

@@ -57,8 +57,9 @@ def test_every_running_group_is_pulled_and_valid(cluster: demo_cluster.Cluster, 
         assert (doc["state"], doc["source"], doc["protocol_type"]) == ("Stable", "kafka", "consumer")
 
 
-def test_members_subscriptions_and_assignments_equal_the_clients(cluster: demo_cluster.Cluster,
-                                                                snapshots: dict) -> None:
+def test_members_subscriptions_and_assignments_equal_the_clients(
+    cluster: demo_cluster.Cluster, snapshots: dict
+) -> None:
     for group_id, group in cluster.groups.items():
         doc = snapshots[group_id]
         assert doc["protocol"] == group.spec.strategy
@@ -75,8 +76,9 @@ def test_members_subscriptions_and_assignments_equal_the_clients(cluster: demo_c
                 assert pairs(member["owned"]) <= assigned  # KIP-429: owned partitions are sent on rejoin
 
 
-def test_topics_offsets_and_lag_equal_what_was_produced_and_committed(cluster: demo_cluster.Cluster,
-                                                                     snapshots: dict) -> None:
+def test_topics_offsets_and_lag_equal_what_was_produced_and_committed(
+    cluster: demo_cluster.Cluster, snapshots: dict
+) -> None:
     ends = cluster.produced.end_offsets()
     for group_id, group in cluster.groups.items():
         doc = snapshots[group_id]
@@ -90,7 +92,8 @@ def test_topics_offsets_and_lag_equal_what_was_produced_and_committed(cluster: d
 
 
 def test_default_pattern_skips_groups_without_members_but_a_pattern_records_them(
-        cluster: demo_cluster.Cluster, settings: KafkaSettings) -> None:
+    cluster: demo_cluster.Cluster, settings: KafkaSettings
+) -> None:
     from kafka import KafkaConsumer
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -104,8 +107,12 @@ def test_default_pattern_skips_groups_without_members_but_a_pattern_records_them
     assert idle not in {d["group_id"] for d in pull_snapshots(settings)}
     [doc] = pull_snapshots(settings, group_pattern=idle)
     assert (doc["state"], doc["members"]) == ("Empty", [])
-    assert {"topic": PREFIX + "orders", "partition": 0, "committed": 3,
-            "end": cluster.produced.end_offsets()[(PREFIX + "orders", 0)]} in doc["offsets"]
+    assert {
+        "topic": PREFIX + "orders",
+        "partition": 0,
+        "committed": 3,
+        "end": cluster.produced.end_offsets()[(PREFIX + "orders", 0)],
+    } in doc["offsets"]
 
 
 def test_custom_assignor_metadata_is_kept_raw(cluster: demo_cluster.Cluster, settings: KafkaSettings) -> None:
@@ -121,9 +128,14 @@ def test_custom_assignor_metadata_is_kept_raw(cluster: demo_cluster.Cluster, set
             return ConsumerProtocolSubscription(0, sorted(topics), b"\x00custom-state\xff")
 
     group_id = PREFIX + "custom"
-    consumer = KafkaConsumer(PREFIX + "refunds", bootstrap_servers=[cluster.bootstrap], group_id=group_id,
-                             client_id="custom-m0", partition_assignment_strategy=[RandomAssignor],
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        PREFIX + "refunds",
+        bootstrap_servers=[cluster.bootstrap],
+        group_id=group_id,
+        client_id="custom-m0",
+        partition_assignment_strategy=[RandomAssignor],
+        enable_auto_commit=False,
+    )
     try:
         while not consumer.assignment():
             consumer.poll(timeout_ms=200)
@@ -149,10 +161,22 @@ def test_undecodable_member_metadata_is_kept_raw_and_does_not_fail() -> None:
     from jobs.kafka_source import _member_document
 
     Group = DescribeGroupsResponse.DescribedGroup
-    member = Group.DescribedGroupMember(member_id="m-1", group_instance_id=None, client_id="c", client_host="/h",
-                                        member_metadata=b"\x00\x07garbage", member_assignment=b"\x01")
-    group = Group(error_code=0, group_id="g", group_state="Stable", protocol_type="consumer",
-                  protocol_data="exotic", members=[member])
+    member = Group.DescribedGroupMember(
+        member_id="m-1",
+        group_instance_id=None,
+        client_id="c",
+        client_host="/h",
+        member_metadata=b"\x00\x07garbage",
+        member_assignment=b"\x01",
+    )
+    group = Group(
+        error_code=0,
+        group_id="g",
+        group_state="Stable",
+        protocol_type="consumer",
+        protocol_data="exotic",
+        members=[member],
+    )
     doc = _member_document(member, group)
     assert base64.b64decode(doc["metadata_raw"]) == b"\x00\x07garbage"
     assert base64.b64decode(doc["assignment_raw"]) == b"\x01"
@@ -163,8 +187,17 @@ def test_unknown_group_is_a_clear_error_and_writes_nothing(settings: KafkaSettin
     with pytest.raises(UnknownGroupError, match="no consumer group matches 'no-such-group'"):
         pull_snapshots(settings, group_pattern="no-such-group")
     out = tmp_path / "snap.json"
-    code = main(["snapshot", "--bootstrap-servers", settings.bootstrap_servers, "--group", "no-such-group",
-                 "--output", str(out)])
+    code = main(
+        [
+            "snapshot",
+            "--bootstrap-servers",
+            settings.bootstrap_servers,
+            "--group",
+            "no-such-group",
+            "--output",
+            str(out),
+        ]
+    )
     assert code != 0 and not out.exists() and list(tmp_path.iterdir()) == []
 
 
@@ -179,12 +212,21 @@ def test_stopped_broker_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> N
     assert not out.exists()
 
 
-def test_sampling_returns_the_produced_keys_with_their_true_partitions(cluster: demo_cluster.Cluster,
-                                                                      settings: KafkaSettings) -> None:
+def test_sampling_returns_the_produced_keys_with_their_true_partitions(
+    cluster: demo_cluster.Cluster, settings: KafkaSettings
+) -> None:
     topic = PREFIX + "orders"
-    produced = {(p, o): k for t, p, o, k in zip(cluster.produced.topic, cluster.produced.partition,
-                                                 cluster.produced.offset, cluster.produced.keys, strict=True)
-                if t == topic}
+    produced = {
+        (p, o): k
+        for t, p, o, k in zip(
+            cluster.produced.topic,
+            cluster.produced.partition,
+            cluster.produced.offset,
+            cluster.produced.keys,
+            strict=True,
+        )
+        if t == topic
+    }
     table = sample_keys(settings, [topic], records_per_partition=100_000, sample_id="s-all")
     assert table.schema == KEY_SAMPLES.schema
     rows = table.to_pydict()
@@ -193,8 +235,9 @@ def test_sampling_returns_the_produced_keys_with_their_true_partitions(cluster: 
     assert all(size >= 32 for size in rows["value_size"]) and None not in rows["timestamp"]
 
 
-def test_sampling_takes_the_last_records_and_joins_no_group(cluster: demo_cluster.Cluster,
-                                                            settings: KafkaSettings) -> None:
+def test_sampling_takes_the_last_records_and_joins_no_group(
+    cluster: demo_cluster.Cluster, settings: KafkaSettings
+) -> None:
     from kafka import KafkaAdminClient
 
     topic = PREFIX + "refunds"
@@ -217,8 +260,11 @@ def test_consistent_key_sampling_keeps_the_same_keys(settings: KafkaSettings, cl
     threshold = int(0.25 * 2**32)
     first = sample_keys(settings, [topic], 100_000, key_fraction=0.25, key_seed=11).to_pydict()
     second = sample_keys(settings, [topic], 100_000, key_fraction=0.25, key_seed=11).to_pydict()
-    expected = {k for t, k in zip(cluster.produced.topic, cluster.produced.keys, strict=True)
-                if t == topic and mmh3.hash(k, 11, signed=False) < threshold}
+    expected = {
+        k
+        for t, k in zip(cluster.produced.topic, cluster.produced.keys, strict=True)
+        if t == topic and mmh3.hash(k, 11, signed=False) < threshold
+    }
     assert set(first["key"]) == set(second["key"]) == expected
     assert 0 < len(expected) < len(set(cluster.produced.keys))
 
@@ -230,9 +276,21 @@ def test_sampling_an_unknown_topic_is_a_clear_error(settings: KafkaSettings) -> 
 
 def test_cli_snapshot_writes_the_file_contract_and_samples(cluster: demo_cluster.Cluster, tmp_path: Path) -> None:
     out = tmp_path / "snap.json"
-    code = main(["snapshot", "--bootstrap-servers", cluster.bootstrap, "--group", PREFIX + "billing-*",
-                 "--sample-topics", f"{PREFIX}orders,{PREFIX}refunds", "--sample-records", "10",
-                 "--output", str(out)])
+    code = main(
+        [
+            "snapshot",
+            "--bootstrap-servers",
+            cluster.bootstrap,
+            "--group",
+            PREFIX + "billing-*",
+            "--sample-topics",
+            f"{PREFIX}orders,{PREFIX}refunds",
+            "--sample-records",
+            "10",
+            "--output",
+            str(out),
+        ]
+    )
     assert code == 0
     [doc] = json.loads(out.read_text())
     assert doc["group_id"] == PREFIX + "billing-range"

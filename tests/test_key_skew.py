@@ -32,15 +32,22 @@ def _records(seed: int = 7) -> list[dict]:
     for topic, n_records in (("orders", 3000), ("events", 2000), ("ghost", 40)):
         for _ in range(n_records):
             r = rng.random()
-            key: bytes | None = f"user-{int(400 * r ** 3)}".encode()
+            key: bytes | None = f"user-{int(400 * r**3)}".encode()
             if r < 0.02:
                 key = None
             elif r < 0.03:
                 key = b""
             weight = 3 if rng.random() < 0.1 else 1
             observed = partition_key(PARTITIONER.get(topic, "murmur2"), key, COUNTS.get(topic, 5))
-            rows.append({"topic": topic, "key": key, "weight": weight, "bytes": rng.randrange(10, 500),
-                         "partition": observed if observed >= 0 else rng.randrange(COUNTS.get(topic, 5))})
+            rows.append(
+                {
+                    "topic": topic,
+                    "key": key,
+                    "weight": weight,
+                    "bytes": rng.randrange(10, 500),
+                    "partition": observed if observed >= 0 else rng.randrange(COUNTS.get(topic, 5)),
+                }
+            )
     return rows
 
 
@@ -62,11 +69,13 @@ def _expected_loads(rows: list[dict], topic: str, name: str, counts: tuple[int, 
                 unkeyed[1] += b
                 continue
             moved = p != partition_key(name, key, counts[0])
-            figures[p].update(messages=m, bytes=b, distinct_keys=1, remapped_keys=int(moved),
-                              remapped_messages=m * moved)
+            figures[p].update(
+                messages=m, bytes=b, distinct_keys=1, remapped_keys=int(moved), remapped_messages=m * moved
+            )
         for p, f in figures.items():
-            out[(n, p)] = {k: f[k] for k in ("messages", "bytes", "distinct_keys", "remapped_keys",
-                                             "remapped_messages")}
+            out[(n, p)] = {
+                k: f[k] for k in ("messages", "bytes", "distinct_keys", "remapped_keys", "remapped_messages")
+            }
             out[(n, p)]["null_key_messages"] = unkeyed[0] / n
             out[(n, p)]["load"] = f["messages"] + unkeyed[0] / n
     return out
@@ -80,10 +89,13 @@ def _gini(loads: list[float]) -> float:
 
 # --- Arrow batch functions (no Spark) ---------------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
-@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=12)), max_size=40),
-       counts=st.lists(st.integers(1, 50), min_size=1, max_size=4),
-       name=st.sampled_from(sorted(PARTITIONERS)))
+@given(
+    keys=st.lists(st.one_of(st.none(), st.binary(max_size=12)), max_size=40),
+    counts=st.lists(st.integers(1, 50), min_size=1, max_size=4),
+    name=st.sampled_from(sorted(PARTITIONERS)),
+)
 def test_placements_match_partition_key(keys, counts, name):
     got = placements(PARTITIONERS[name], pa.array(keys, pa.binary()), counts)
     expected = [[partition_key(name, k, n) for k in keys] for n in counts]
@@ -96,13 +108,16 @@ def test_batch_functions_equal_independent_count():
     table = pa.Table.from_pylist(rows, schema=SAMPLE_SCHEMA)
     # Two map-side tasks, then everything in one reduce-side task: key sums must be exact across chunks.
     half = table.num_rows // 2
-    partial = [*partial_keys(iter(table.slice(0, half).to_batches(max_chunksize=700)), plans),
-               *partial_keys(iter(table.slice(half).to_batches(max_chunksize=700)), plans)]
+    partial = [
+        *partial_keys(iter(table.slice(0, half).to_batches(max_chunksize=700)), plans),
+        *partial_keys(iter(table.slice(half).to_batches(max_chunksize=700)), plans),
+    ]
     metrics = pa.Table.from_batches(list(key_metrics(iter(partial), plans, top_keys=3))).to_pylist()
     for topic, name in PARTITIONER.items():
         expected = _expected_loads(rows, topic, name, plans[topic].counts)
-        got = {(m["partition_count"], m["partition"]): m for m in metrics
-               if m["kind"] == "load" and m["topic"] == topic}
+        got = {
+            (m["partition_count"], m["partition"]): m for m in metrics if m["kind"] == "load" and m["topic"] == topic
+        }
         assert set(got) == set(expected)
         for cell, figures in expected.items():
             for column, value in figures.items():
@@ -111,6 +126,7 @@ def test_batch_functions_equal_independent_count():
 
 
 # --- the Spark job ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
@@ -127,8 +143,7 @@ def measured(spark, records, tmp_path_factory: pytest.TempPathFactory):
     lake.create_all()
     path = root / "samples.parquet"
     pq.write_table(pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA), path)
-    options = SkewOptions(partitions=COUNTS, partitioners=PARTITIONER, what_if=WHAT_IF, top_keys=3,
-                          input=str(path))
+    options = SkewOptions(partitions=COUNTS, partitioners=PARTITIONER, what_if=WHAT_IF, top_keys=3, input=str(path))
     summary = run(spark, Config(lake=str(lake.root)), "run-1", options)
     return summary.to_pylist(), lake, options
 
@@ -171,7 +186,8 @@ def test_summary_statistics_and_recommendation(measured, records):
             assert row["keys_remapped"] == sum(f["remapped_keys"] for f in keyed)
             assert row["keys_remapped_share"] == pytest.approx(row["keys_remapped"] / distinct)
             assert row["traffic_remapped_share"] == pytest.approx(
-                sum(f["remapped_messages"] for f in keyed) / sum(f["messages"] for f in keyed))
+                sum(f["remapped_messages"] for f in keyed) / sum(f["messages"] for f in keyed)
+            )
             assert row["current"] == (n == counts[0]) and row["error"] is None
             ranking.append((max(loads) / statistics.fmean(loads), row["keys_remapped"], n))
         recommended = [n for n in counts if got[n]["recommended"]]
@@ -204,8 +220,10 @@ def test_hot_keys_and_null_keys(measured, records):
 
 def test_fingerprint_flags_non_java_producers(measured):
     summary, lake, _ = measured
-    prints = {(r["topic"], r["partitioner"]): r for r in
-              lake.read_arrow("key_skew_fingerprint", [("run_id", "=", "run-1")]).to_pylist()}
+    prints = {
+        (r["topic"], r["partitioner"]): r
+        for r in lake.read_arrow("key_skew_fingerprint", [("run_id", "=", "run-1")]).to_pylist()
+    }
     assert prints[("orders", "murmur2")]["share"] == 1.0
     assert prints[("events", "consistent_random")]["share"] == 1.0
     assert prints[("events", "murmur2")]["share"] < 0.5
@@ -229,14 +247,16 @@ def test_partition_weights_and_idempotent_rerun(spark, measured):
     rows = lake.read_arrow("key_skew", [("run_id", "=", "run-1"), ("current", "=", True)]).to_pylist()
     weights = partition_weights(lake, "run-1")
     assert {t: len(w) for t, w in weights.items()} == {"orders": 6, "events": 4}
-    assert weights["orders"] == [r["load"] for r in sorted(rows, key=lambda r: r["partition"])
-                                 if r["topic"] == "orders"]
+    assert weights["orders"] == [
+        r["load"] for r in sorted(rows, key=lambda r: r["partition"]) if r["topic"] == "orders"
+    ]
     before = {name: lake.read_arrow(name).num_rows for name in ("key_skew", "key_skew_summary")}
     run(spark, Config(lake=str(lake.root)), "run-1", options)
     assert {name: lake.read_arrow(name).num_rows for name in before} == before
 
 
 # --- input and command line ---------------------------------------------------------------------------
+
 
 def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
@@ -245,13 +265,17 @@ def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
 
     data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
     write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
-    source = resolve(lake, str(tmp_path / "delta"),
-                     columns={"topic": "stream", "key": "message_key", "weight": "n", "partition": "p"})
+    source = resolve(
+        lake,
+        str(tmp_path / "delta"),
+        columns={"topic": "stream", "key": "message_key", "weight": "n", "partition": "p"},
+    )
     got = pa.Table.from_batches(list(read_units(source, source.units)), schema=SAMPLE_SCHEMA)
     assert sorted(got.to_pylist(), key=lambda r: r["partition"]) == [
         {"topic": "t", "key": b"a", "weight": 2, "bytes": 0, "partition": 0},
         {"topic": "t", "key": None, "weight": 1, "bytes": 0, "partition": 1},
-        {"topic": "u", "key": "é".encode(), "weight": 1, "bytes": 0, "partition": 2}]
+        {"topic": "u", "key": "é".encode(), "weight": 1, "bytes": 0, "partition": 2},
+    ]
     with pytest.raises(SampleInputError, match="no key"):
         resolve(lake, str(tmp_path / "delta"), columns={"topic": "stream"})
     with pytest.raises(SampleInputError, match="must be binary or string"):
@@ -266,10 +290,21 @@ def test_lake_samples_use_the_newest_sample_set(lake):
     from jobs.key_skew_input import read_units, resolve
 
     def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
-        return pa.Table.from_pylist([
-            {"sample_id": sample_id, "topic": "t", "partition": 0, "offset": i, "key": k, "value_size": 100,
-             "timestamp": datetime(2026, 11, day, tzinfo=UTC)} for i, k in enumerate(keys)],
-            schema=lake.read_arrow("key_samples").schema)
+        return pa.Table.from_pylist(
+            [
+                {
+                    "sample_id": sample_id,
+                    "topic": "t",
+                    "partition": 0,
+                    "offset": i,
+                    "key": k,
+                    "value_size": 100,
+                    "timestamp": datetime(2026, 11, day, tzinfo=UTC),
+                }
+                for i, k in enumerate(keys)
+            ],
+            schema=lake.read_arrow("key_samples").schema,
+        )
 
     lake.append("key_samples", sample("old", 1, [b"x"]))
     lake.append("key_samples", sample("new", 2, [b"a", b"b"]))
@@ -296,8 +331,22 @@ def test_cli_skew_prints_summary(lake_env, tmp_path: Path, capsys):
 
     keys = np.array([b"k%d" % (i % 7) for i in range(200)], dtype=object)
     pq.write_table(pa.table({"topic": ["t"] * 200, "key": pa.array(list(keys), pa.binary())}), tmp_path / "s.parquet")
-    assert main(["skew", "--input", str(tmp_path / "s.parquet"), "--partitions", "t=3", "--what-if", "4,5",
-                 "--run-id", "cli-1"]) == 0
+    assert (
+        main(
+            [
+                "skew",
+                "--input",
+                str(tmp_path / "s.parquet"),
+                "--partitions",
+                "t=3",
+                "--what-if",
+                "4,5",
+                "--run-id",
+                "cli-1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "max/mean" in out and len([line for line in out.splitlines() if line.startswith("t ")]) == 3
     assert len(partition_weights(lake_env, "cli-1")["t"]) == 3
@@ -310,12 +359,28 @@ def test_nightly_defaults_read_the_lake(spark, lake):
     assert summary.num_rows == 0 and lake.read_arrow("key_skew").num_rows == 0
     assert partition_weights(lake, "nightly-1") == {}
     # Samples but no snapshot of their topics: every topic reports the missing partition count.
-    lake.append("key_samples", pa.Table.from_pylist(
-        [{"sample_id": "s", "topic": t, "partition": 0, "offset": 0, "key": b"k", "value_size": 1,
-          "timestamp": datetime(2026, 11, 21, tzinfo=UTC)} for t in ("a", "b")],
-        schema=lake.read_arrow("key_samples").schema))
+    lake.append(
+        "key_samples",
+        pa.Table.from_pylist(
+            [
+                {
+                    "sample_id": "s",
+                    "topic": t,
+                    "partition": 0,
+                    "offset": 0,
+                    "key": b"k",
+                    "value_size": 1,
+                    "timestamp": datetime(2026, 11, 21, tzinfo=UTC),
+                }
+                for t in ("a", "b")
+            ],
+            schema=lake.read_arrow("key_samples").schema,
+        ),
+    )
     summary = run(spark, Config(lake=str(lake.root)), "nightly-2").to_pylist()
     assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
-        ("a", 0, True), ("b", 0, True)]
+        ("a", 0, True),
+        ("b", 0, True),
+    ]
     # The DAG passes its own run's sample set: a run that sampled nothing measures nothing.
     assert run(spark, Config(lake=str(lake.root)), "nightly-3", SkewOptions(sample_id="nightly-3")).num_rows == 0

@@ -64,8 +64,7 @@ def test_matches_real_librdkafka(name: str) -> None:
     """rd_kafka_msg_partitioner_<name> ignores its topic handle, so it can be called directly."""
     fn = getattr(_librdkafka(), f"rd_kafka_msg_partitioner_{name}")
     fn.restype = ctypes.c_int32
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p,
-                   ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
     rng = np.random.default_rng(11)
     keys = [rng.bytes(int(n)) for n in rng.integers(0, 80, 400)] + [b"1468509572224", "日本".encode()]
     for n in (1, 6, 50, 997):

@@ -27,15 +27,21 @@ def config(lake) -> Config:
 
 
 def counts(lake) -> dict[str, int]:
-    return {t: lake.read_arrow(t).num_rows for t in ("snapshots", "plans", "plan_metrics", "generations",
-                                                    "gate_results", "quarantine")}
+    return {
+        t: lake.read_arrow(t).num_rows
+        for t in ("snapshots", "plans", "plan_metrics", "generations", "gate_results", "quarantine")
+    }
 
 
 def test_a_run_plans_every_group_exactly_as_the_planner_and_approves_it(spark, lake, config):
     result = pipeline.run(config, "run-1", spark=spark)
     assert [(r["group_id"], r["generation_id"], r["status"]) for r in result.report] == [
-        ("audit-archiver", 1, "approved"), ("clickstream-etl", 1, "approved"), ("inventory", 1, "approved"),
-        ("payments", 1, "approved"), ("shipping", 1, "approved")]
+        ("audit-archiver", 1, "approved"),
+        ("clickstream-etl", 1, "approved"),
+        ("inventory", 1, "approved"),
+        ("payments", 1, "approved"),
+        ("shipping", 1, "approved"),
+    ]
     assert all(r["gate_summary"] == "4/4 expectations passed" for r in result.report)
     plans = lake.read_arrow("plans").to_pylist()
     import json
@@ -84,19 +90,39 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
     table = DeltaTable(lake.path("plans"))
     # Drop one inventory partition and hand another to a member that does not subscribe to its topic.
     table.delete("group_id = 'inventory' AND topic = 'stock' AND partition = 5")
-    table.update(predicate="group_id = 'inventory' AND topic = 'stock' AND partition = 0",
-                 updates={"member": "'inv-c-33'"})
-    lake.append("plans", rows_table("plans", [{"generation_id": ids["inventory"], "group_id": "inventory",
-                                               "strategy": "range", "topic": "stock", "partition": 9,
-                                               "member": "inv-b-22"}]))
+    table.update(
+        predicate="group_id = 'inventory' AND topic = 'stock' AND partition = 0", updates={"member": "'inv-c-33'"}
+    )
+    lake.append(
+        "plans",
+        rows_table(
+            "plans",
+            [
+                {
+                    "generation_id": ids["inventory"],
+                    "group_id": "inventory",
+                    "strategy": "range",
+                    "topic": "stock",
+                    "partition": 9,
+                    "member": "inv-b-22",
+                }
+            ],
+        ),
+    )
     passed = gate.run(spark, config, "run-1")
-    assert passed == {"audit-archiver": True, "clickstream-etl": True, "inventory": False, "payments": True,
-                      "shipping": True}
+    assert passed == {
+        "audit-archiver": True,
+        "clickstream-etl": True,
+        "inventory": False,
+        "payments": True,
+        "shipping": True,
+    }
     report = {r["group_id"]: r for r in publish.run(config, "run-1")}
     assert report["inventory"]["status"] == "rejected" and report["payments"]["status"] == "approved"
     assert report["inventory"]["gate_summary"] == (
         "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "
-        "expect_column_values_to_be_in_set(subscribed), expect_column_values_to_not_be_null(member)")
+        "expect_column_values_to_be_in_set(subscribed), expect_column_values_to_not_be_null(member)"
+    )
     results = {r["expectation"]: r for r in lake.read_arrow("gate_results").to_pylist() if r["group_id"] == "inventory"}
     assert results["expect_column_values_to_not_be_null(member)"]["observed_value"] == "1 unexpected rows"
     assert '"partition": 5' in results["expect_column_values_to_not_be_null(member)"]["details"]
@@ -105,17 +131,31 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
 def test_history_is_queryable_with_spark_sql(spark, lake, config):
     pipeline.run(config, "run-1", spark=spark)
     pipeline.run(config, "run-2", spark=spark)
-    text = history.query(config, "SELECT group_id, count(DISTINCT generation_id) AS generations, "
-                                 "count(*) AS rows FROM assignment_history WHERE group_id = 'payments' "
-                                 "GROUP BY group_id", spark=spark)
+    text = history.query(
+        config,
+        "SELECT group_id, count(DISTINCT generation_id) AS generations, "
+        "count(*) AS rows FROM assignment_history WHERE group_id = 'payments' "
+        "GROUP BY group_id",
+        spark=spark,
+    )
     assert text.split("\n")[1].split() == ["payments", "2", "32"]
 
 
 def test_an_empty_table_reads_as_an_empty_dataframe_with_its_schema(spark, lake):
     frame = lake.read(spark, "plans")
     assert frame.count() == 0
-    assert frame.columns == ["generation_id", "group_id", "strategy", "topic", "partition", "member",
-                             "previous_member", "moved", "phase", "weight"]
+    assert frame.columns == [
+        "generation_id",
+        "group_id",
+        "strategy",
+        "topic",
+        "partition",
+        "member",
+        "previous_member",
+        "moved",
+        "phase",
+        "weight",
+    ]
     assert dict(frame.dtypes)["partition"] == "int"
 
 
@@ -134,13 +174,30 @@ def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
     from planner.hashing import partition_for_key
 
     keys = [f"tenant-{i % 7}".encode() for i in range(200)] + [b"hot"] * 300
-    lake.merge("key_samples", rows_table("key_samples", [
-        {"sample_id": "run-1", "topic": "clicks", "partition": 0, "offset": i, "key": k, "value_size": 10,
-         "timestamp": T0, "weight": 3.0} for i, k in enumerate(keys)]))
+    lake.merge(
+        "key_samples",
+        rows_table(
+            "key_samples",
+            [
+                {
+                    "sample_id": "run-1",
+                    "topic": "clicks",
+                    "partition": 0,
+                    "offset": i,
+                    "key": k,
+                    "value_size": 10,
+                    "timestamp": T0,
+                    "weight": 3.0,
+                }
+                for i, k in enumerate(keys)
+            ],
+        ),
+    )
     pipeline.run(config, "run-1", spark=spark)
     expected = Counter(partition_for_key(k, 10) for k in keys)
-    weights = {r["partition"]: r["weight"] for r in lake.read_arrow("plans").to_pylist()
-               if r["group_id"] == "clickstream-etl"}
+    weights = {
+        r["partition"]: r["weight"] for r in lake.read_arrow("plans").to_pylist() if r["group_id"] == "clickstream-etl"
+    }
     assert weights == {p: 3.0 * expected.get(p, 0) for p in range(10)}  # each sample stands for 3 messages
     metrics = {r["group_id"]: r for r in lake.read_arrow("plan_metrics").to_pylist()}
     assert metrics["clickstream-etl"]["mean_load"] == 3.0 * len(keys) / 3

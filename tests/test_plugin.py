@@ -13,8 +13,10 @@ from planner import assign
 from planner.invariants import check_plan
 
 RANDOM = "planner.examples.random_assignor:RandomAssignor"
-GROUP = {"topics": {"T0": 3, "T1": 2, "T2": 4},
-         "members": {"C0": {"topics": ["T0", "T1"]}, "C1": {"topics": ["T1", "T2"]}, "C2": {"topics": ["T2", "T0"]}}}
+GROUP = {
+    "topics": {"T0": 3, "T1": 2, "T2": 4},
+    "members": {"C0": {"topics": ["T0", "T1"]}, "C1": {"topics": ["T1", "T2"]}, "C2": {"topics": ["T2", "T0"]}},
+}
 
 
 def test_random_assignor_is_valid_and_repeatable():
@@ -25,7 +27,8 @@ def test_random_assignor_is_valid_and_repeatable():
 
 
 def test_plugin_returning_an_owner_array(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    (tmp_path / "my_assignors.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_assignors.py").write_text(
+        textwrap.dedent("""
         import numpy as np
 
         class FirstMember:
@@ -33,30 +36,36 @@ def test_plugin_returning_an_owner_array(tmp_path: Path, monkeypatch: pytest.Mon
 
             def assign(self, group):
                 return np.zeros(group.num_partitions, dtype=np.int32)
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        result = assign("my_assignors:FirstMember", {"topics": {"t": 2}, "members": {"a": {"topics": ["t"]},
-                                                                                     "b": {"topics": ["t"]}}})
+        result = assign(
+            "my_assignors:FirstMember",
+            {"topics": {"t": 2}, "members": {"a": {"topics": ["t"]}, "b": {"topics": ["t"]}}},
+        )
     finally:
         sys.modules.pop("my_assignors", None)
     assert result.assignment == {"a": [("t", 0), ("t", 1)], "b": []}
 
 
-@pytest.mark.parametrize("strategy, message", [
-    ("nope", "unknown strategy"),
-    ("planner.nowhere:X", "cannot load"),
-    ("planner.examples.random_assignor:Missing", "cannot load"),
-    ("planner.group:GroupSpec", "cannot build"),
-])
+@pytest.mark.parametrize(
+    "strategy, message",
+    [
+        ("nope", "unknown strategy"),
+        ("planner.nowhere:X", "cannot load"),
+        ("planner.examples.random_assignor:Missing", "cannot load"),
+        ("planner.group:GroupSpec", "cannot build"),
+    ],
+)
 def test_bad_strategies_fail_clearly(strategy: str, message: str):
     with pytest.raises(ValueError, match=message):
         assign(strategy, GROUP)
 
 
-def test_plugin_naming_unknown_members_or_partitions_is_rejected(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch):
-    (tmp_path / "bad_assignors.py").write_text(textwrap.dedent("""
+def test_plugin_naming_unknown_members_or_partitions_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "bad_assignors.py").write_text(
+        textwrap.dedent("""
         class Ghost:
             name = "ghost"
 
@@ -69,7 +78,8 @@ def test_plugin_naming_unknown_members_or_partitions_is_rejected(tmp_path: Path,
 
             def assign(self, group):
                 return {"C0": [("T0", 0)], "C2": [("T0", 0)]}
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         with pytest.raises(ValueError, match="unknown member"):

@@ -29,10 +29,13 @@ OWNED = (("orders", (0, 2)), ("refunds", (1,)))
 def _sub(version: int) -> Subscription:
     """A subscription using every field its version has."""
     return Subscription(
-        topics=("orders", "refunds"), user_data=b"\x00\x01",
+        topics=("orders", "refunds"),
+        user_data=b"\x00\x01",
         owned_partitions=OWNED if version >= 1 else (),
         generation_id=41 if version >= 2 else -1,
-        rack_id="az1" if version >= 3 else None, version=version)
+        rack_id="az1" if version >= 3 else None,
+        version=version,
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
@@ -43,8 +46,9 @@ def test_subscription_round_trip_and_kafka_python_agree(version: int) -> None:
     kp = KpSubscription.decode(raw)
     assert kp.version == version and list(kp.topics) == ["orders", "refunds"] and kp.user_data == b"\x00\x01"
     tp = KpSubscription.TopicPartition
-    fields = {"owned_partitions": [tp(topic=t, partitions=list(p)) for t, p in sub.owned_partitions]} \
-        if version >= 1 else {}
+    fields = (
+        {"owned_partitions": [tp(topic=t, partitions=list(p)) for t, p in sub.owned_partitions]} if version >= 1 else {}
+    )
     if version >= 2:
         fields["generation_id"] = 41
     if version >= 3:
@@ -59,16 +63,26 @@ def test_assignment_round_trip_and_kafka_python_agree(version: int) -> None:
     raw = encode_assignment(a)
     assert decode_assignment(raw) == a
     tp = KpAssignment.TopicPartition
-    theirs = KpAssignment(version=version, assigned_partitions=[tp(topic=t, partitions=list(p)) for t, p in OWNED],
-                          user_data=None)
+    theirs = KpAssignment(
+        version=version, assigned_partitions=[tp(topic=t, partitions=list(p)) for t, p in OWNED], user_data=None
+    )
     assert bytes(theirs.encode()) == raw
 
 
 def test_decodes_librdkafka_member_metadata() -> None:
     """rd_kafka_consumer_protocol_member_metadata_new: version 3, empty (not null) user data for Kafka 0.9."""
-    raw = (struct.pack(">hi", 3, 1) + struct.pack(">h", 6) + b"orders" + struct.pack(">i", 0)
-           + struct.pack(">i", 1) + struct.pack(">h", 6) + b"orders" + struct.pack(">iii", 2, 0, 5)
-           + struct.pack(">i", -1) + struct.pack(">h", -1))
+    raw = (
+        struct.pack(">hi", 3, 1)
+        + struct.pack(">h", 6)
+        + b"orders"
+        + struct.pack(">i", 0)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", 6)
+        + b"orders"
+        + struct.pack(">iii", 2, 0, 5)
+        + struct.pack(">i", -1)
+        + struct.pack(">h", -1)
+    )
     assert decode_subscription(raw) == Subscription(("orders",), b"", (("orders", (0, 5)),), -1, None, 3)
 
 
@@ -87,15 +101,23 @@ def test_seed_003_version_0_layout() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 3),
-       st.lists(st.text(min_size=0, max_size=12), max_size=5),
-       st.one_of(st.none(), st.binary(max_size=20)),
-       st.lists(st.tuples(st.text(max_size=8), st.lists(st.integers(-2**31, 2**31 - 1), max_size=4)), max_size=3),
-       st.integers(-2**31, 2**31 - 1), st.one_of(st.none(), st.text(max_size=6)))
+@given(
+    st.integers(0, 3),
+    st.lists(st.text(min_size=0, max_size=12), max_size=5),
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.lists(st.tuples(st.text(max_size=8), st.lists(st.integers(-(2**31), 2**31 - 1), max_size=4)), max_size=3),
+    st.integers(-(2**31), 2**31 - 1),
+    st.one_of(st.none(), st.text(max_size=6)),
+)
 def test_subscription_round_trips(version, topics, user_data, owned, generation, rack) -> None:
-    sub = Subscription(tuple(topics), user_data,
-                       tuple((t, tuple(p)) for t, p in owned) if version >= 1 else (),
-                       generation if version >= 2 else -1, rack if version >= 3 else None, version)
+    sub = Subscription(
+        tuple(topics),
+        user_data,
+        tuple((t, tuple(p)) for t, p in owned) if version >= 1 else (),
+        generation if version >= 2 else -1,
+        rack if version >= 3 else None,
+        version,
+    )
     assert decode_subscription(encode_subscription(sub)) == sub
 
 
@@ -122,16 +144,21 @@ def test_kafka_python_sticky_user_data_is_version_prefixed() -> None:
     assert struct.unpack(">i", sub.user_data[:4])[0] == 65536
 
 
-@pytest.mark.parametrize("raw,message", [
-    (b"", "expected int16 version (2 bytes, 0 left) at byte offset 0"),
-    (b"\xff\xfe", "expected a version of 0 or more, got -2 at byte offset 0"),
-    (b"\x00\x00\x00\x00\x00\x01\x00\x05ab", "expected string topics[0] (5 bytes, 2 left) at byte offset 8"),
-    (b"\x00\x00\x7f\xff\xff\xff", "count of array topics that fits the remaining 0 bytes, got 2147483647 at byte "
-                                  "offset 2"),
-    (b"\x00\x00\x00\x00\x00\x01\xff\xfe", "non-negative length for string topics[0], got -2 at byte offset 6"),
-    (b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xfe", "length -1 or more for bytes user_data, got -2 at byte offset 6"),
-    (b"\x00\x00\x00\x00\x00\x01\x00\x02\xc3\x28\xff\xff\xff\xff", "UTF-8 in string topics[0]"),
-])
+@pytest.mark.parametrize(
+    "raw,message",
+    [
+        (b"", "expected int16 version (2 bytes, 0 left) at byte offset 0"),
+        (b"\xff\xfe", "expected a version of 0 or more, got -2 at byte offset 0"),
+        (b"\x00\x00\x00\x00\x00\x01\x00\x05ab", "expected string topics[0] (5 bytes, 2 left) at byte offset 8"),
+        (
+            b"\x00\x00\x7f\xff\xff\xff",
+            "count of array topics that fits the remaining 0 bytes, got 2147483647 at byte offset 2",
+        ),
+        (b"\x00\x00\x00\x00\x00\x01\xff\xfe", "non-negative length for string topics[0], got -2 at byte offset 6"),
+        (b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xfe", "length -1 or more for bytes user_data, got -2 at byte offset 6"),
+        (b"\x00\x00\x00\x00\x00\x01\x00\x02\xc3\x28\xff\xff\xff\xff", "UTF-8 in string topics[0]"),
+    ],
+)
 def test_bad_subscription_bytes_name_the_offset(raw: bytes, message: str) -> None:
     with pytest.raises(ProtocolError) as e:
         decode_subscription(raw)

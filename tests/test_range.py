@@ -41,8 +41,11 @@ def test_seed001_one_topic_four_partitions_three_consumers():
 
 def test_seed001_two_topics_extras_pile_on_first_consumer():
     g = _group({"t1": 4, "t2": 4}, {c: ["t1", "t2"] for c in ("c0", "c1", "c2")})
-    assert _range(g) == {"c0": tps("t1p0", "t1p1", "t2p0", "t2p1"), "c1": tps("t1p2", "t2p2"),
-                         "c2": tps("t1p3", "t2p3")}
+    assert _range(g) == {
+        "c0": tps("t1p0", "t1p1", "t2p0", "t2p1"),
+        "c1": tps("t1p2", "t2p2"),
+        "c2": tps("t1p3", "t2p3"),
+    }
 
 
 def test_seed004_five_partitions_two_consumers():
@@ -58,16 +61,23 @@ def test_seed004_four_partitions_two_consumers_kafka_not_the_article_typo():
 
 def test_static_members_sort_by_group_instance_id_before_dynamic_ones():
     # MemberInfo.compareTo: static members first by group.instance.id, then dynamic by member id.
-    g = _group({"t0": 3, "t1": 3}, {"C5": ["t0", "t1"], "C3": ["t0", "t1"], "C4": ["t0", "t1"]},
-               C5={"group_instance_id": "I0"}, C3={"group_instance_id": "I1"}, C4={"group_instance_id": "I2"})
+    g = _group(
+        {"t0": 3, "t1": 3},
+        {"C5": ["t0", "t1"], "C3": ["t0", "t1"], "C4": ["t0", "t1"]},
+        C5={"group_instance_id": "I0"},
+        C3={"group_instance_id": "I1"},
+        C4={"group_instance_id": "I2"},
+    )
     assert _range(g) == {"C3": tps("t0p1", "t1p1"), "C4": tps("t0p2", "t1p2"), "C5": tps("t0p0", "t1p0")}
     mixed = _group({"t": 3}, {"a": ["t"], "b": ["t"], "z": ["t"]}, z={"group_instance_id": "I9"})
     assert _range(mixed) == {"a": tps("tp1"), "b": tps("tp2"), "z": tps("tp0")}
 
 
 def test_differing_subscriptions_topics_without_partitions_and_missing_topics():
-    g = _group({"t0": 1, "t1": 2, "t2": 3, "empty": 0},
-               {"C0": ["t0", "empty"], "C1": ["t0", "t1", "missing"], "C2": ["t0", "t1", "t2"]})
+    g = _group(
+        {"t0": 1, "t1": 2, "t2": 3, "empty": 0},
+        {"C0": ["t0", "empty"], "C1": ["t0", "t1", "missing"], "C2": ["t0", "t1", "t2"]},
+    )
     assert _range(g) == {"C0": tps("t0p0"), "C1": tps("t1p0"), "C2": tps("t1p1", "t2p0", "t2p1", "t2p2")}
 
 
@@ -86,6 +96,5 @@ def test_member_ids_compare_as_java_strings():
 def test_key_order_does_not_matter(n: int):
     subs = {f"m{i}": ["a", "b"] for i in range(5)}
     g1 = _group({"a": n, "b": 3}, subs)
-    g2 = {"topics": dict(reversed(list(g1["topics"].items()))),
-          "members": dict(reversed(list(g1["members"].items())))}
+    g2 = {"topics": dict(reversed(list(g1["topics"].items()))), "members": dict(reversed(list(g1["members"].items())))}
     assert _range(g1) == _range(g2)

@@ -50,11 +50,12 @@ def test_seed001_static_membership_survives_new_member_ids():
 def test_seed000_and_001_sticky_comparison_roundrobin_side():
     subs = {c: ["t0", "t1", "t2", "t3"] for c in ("C0", "C1", "C2")}
     g = _group({"t0": 2, "t1": 2, "t2": 2, "t3": 2}, subs)
-    assert _rr(g) == {"C0": tps("t0p0", "t1p1", "t3p0"), "C1": tps("t0p1", "t2p0", "t3p1"),
-                      "C2": tps("t1p0", "t2p1")}
+    assert _rr(g) == {"C0": tps("t0p0", "t1p1", "t3p0"), "C1": tps("t0p1", "t2p0", "t3p1"), "C2": tps("t1p0", "t2p1")}
     del subs["C1"]
-    assert _rr(_group(g["topics"], subs)) == {"C0": tps("t0p0", "t1p0", "t2p0", "t3p0"),
-                                              "C2": tps("t0p1", "t1p1", "t2p1", "t3p1")}
+    assert _rr(_group(g["topics"], subs)) == {
+        "C0": tps("t0p0", "t1p0", "t2p0", "t3p0"),
+        "C2": tps("t0p1", "t1p1", "t2p1", "t3p1"),
+    }
 
 
 def test_seed001_c0_removed_roundrobin_side():
@@ -65,13 +66,18 @@ def test_seed001_c0_removed_roundrobin_side():
 def test_seed004_three_topics_three_consumers_trace():
     # The article's trace ends "T0-P3 -> C2"; T0 has 3 partitions, Kafka gives T2-P3 to C2.
     g = _group({"T0": 3, "T1": 2, "T2": 4}, {"C0": ["T0", "T1"], "C1": ["T1", "T2"], "C2": ["T2", "T0"]})
-    assert _rr(g) == {"C0": tps("T0p0", "T0p2", "T1p1"), "C1": tps("T1p0", "T2p0", "T2p2"),
-                      "C2": tps("T0p1", "T2p1", "T2p3")}
+    assert _rr(g) == {
+        "C0": tps("T0p0", "T0p2", "T1p1"),
+        "C1": tps("T1p0", "T2p0", "T2p2"),
+        "C2": tps("T0p1", "T2p1", "T2p3"),
+    }
 
 
 def test_seed004_five_partitions_two_consumers():
-    assert _rr(_group({"t": 5}, {"C0": ["t"], "C1": ["t"]})) == {"C0": tps("tp0", "tp2", "tp4"),
-                                                                 "C1": tps("tp1", "tp3")}
+    assert _rr(_group({"t": 5}, {"C0": ["t"], "C1": ["t"]})) == {
+        "C0": tps("tp0", "tp2", "tp4"),
+        "C1": tps("tp1", "tp3"),
+    }
 
 
 def test_missing_and_empty_topics_do_not_advance_the_circle():
@@ -103,13 +109,18 @@ def _java_round_robin(group: dict) -> dict[str, list[tuple[str, int]]]:
 @st.composite
 def groups(draw: st.DrawFn) -> dict:
     topics = draw(st.dictionaries(st.sampled_from("abcdefg"), st.integers(0, 9), min_size=1))
-    names = draw(st.lists(st.sampled_from(["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]), min_size=1,
-                          unique=True))
+    names = draw(st.lists(st.sampled_from(["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]), min_size=1, unique=True))
     pool = [*topics, "missing"]
-    return {"topics": topics, "members": {
-        m: {"topics": draw(st.lists(st.sampled_from(pool), unique=True)),
-            "group_instance_id": draw(st.one_of(st.none(), st.sampled_from(["i0", "i1", "i2"])))}
-        for m in names}}
+    return {
+        "topics": topics,
+        "members": {
+            m: {
+                "topics": draw(st.lists(st.sampled_from(pool), unique=True)),
+                "group_instance_id": draw(st.one_of(st.none(), st.sampled_from(["i0", "i1", "i2"]))),
+            }
+            for m in names
+        },
+    }
 
 
 @settings(max_examples=300, deadline=None)

@@ -24,8 +24,10 @@ def _sticky(group: dict) -> dict[str, list[tuple[str, int]]]:
 
 def _members(subs: dict[str, list[str]], owned: dict | None = None, generation: int = 1) -> dict:
     owned = owned or {}
-    return {m: {"topics": ts, **({"owned": owned[m], "generation": generation} if m in owned else {})}
-            for m, ts in subs.items()}
+    return {
+        m: {"topics": ts, **({"owned": owned[m], "generation": generation} if m in owned else {})}
+        for m, ts in subs.items()
+    }
 
 
 FOUR_TOPICS = {"t0": 2, "t1": 2, "t2": 2, "t3": 2}
@@ -34,8 +36,7 @@ FOUR_TOPICS = {"t0": 2, "t1": 2, "t2": 2, "t3": 2}
 def test_seed000_001_example1_fresh_assignment_equals_roundrobin():
     subs = {c: list(FOUR_TOPICS) for c in ("C0", "C1", "C2")}
     first = _sticky({"topics": FOUR_TOPICS, "members": _members(subs)})
-    assert first == {"C0": tps("t0p0", "t1p1", "t3p0"), "C1": tps("t0p1", "t2p0", "t3p1"),
-                     "C2": tps("t1p0", "t2p1")}
+    assert first == {"C0": tps("t0p0", "t1p1", "t3p0"), "C1": tps("t0p1", "t2p0", "t3p1"), "C2": tps("t1p0", "t2p1")}
     assert first == assign("roundrobin", {"topics": FOUR_TOPICS, "members": _members(subs)}).assignment
 
 
@@ -58,7 +59,10 @@ THREE_TOPICS = {"t0": 1, "t1": 2, "t2": 3}
 def test_seed001_example2_differing_subscriptions_fresh():
     subs = {"C0": ["t0"], "C1": ["t0", "t1"], "C2": ["t0", "t1", "t2"]}
     assert _sticky({"topics": THREE_TOPICS, "members": _members(subs)}) == {
-        "C0": tps("t0p0"), "C1": tps("t1p0", "t1p1"), "C2": tps("t2p0", "t2p1", "t2p2")}
+        "C0": tps("t0p0"),
+        "C1": tps("t1p0", "t1p1"),
+        "C2": tps("t2p0", "t2p1", "t2p2"),
+    }
 
 
 def test_seed001_example2_c0_removed_keeps_five_assignments():
@@ -79,13 +83,18 @@ def test_kafka_add_remove_consumer_one_topic():
     # testAddRemoveConsumerOneTopic: 3 partitions, consumer1 alone, then consumer2 joins, then consumer1 leaves.
     alone = _sticky({"topics": {"t": 3}, "members": {"consumer1": {"topics": ["t"]}}})
     assert alone == {"consumer1": tps("tp0", "tp1", "tp2")}
-    group = {"topics": {"t": 3}, "members": {"consumer1": {"topics": ["t"], "owned": alone["consumer1"],
-                                                             "generation": 1},
-                                             "consumer2": {"topics": ["t"]}}}
+    group = {
+        "topics": {"t": 3},
+        "members": {
+            "consumer1": {"topics": ["t"], "owned": alone["consumer1"], "generation": 1},
+            "consumer2": {"topics": ["t"]},
+        },
+    }
     joined = _sticky(group)
     assert joined == {"consumer1": tps("tp0", "tp1"), "consumer2": tps("tp2")}
-    left = _sticky({"topics": {"t": 3}, "members": {"consumer2": {"topics": ["t"], "owned": joined["consumer2"],
-                                                                   "generation": 2}}})
+    left = _sticky(
+        {"topics": {"t": 3}, "members": {"consumer2": {"topics": ["t"], "owned": joined["consumer2"], "generation": 2}}}
+    )
     assert left == {"consumer2": tps("tp0", "tp1", "tp2")}
 
 
@@ -97,9 +106,13 @@ def test_kafka_stickiness_when_owner_has_more_than_max_quota():
 
 
 def test_conflicting_claims_higher_generation_wins():
-    group = {"topics": {"t": 4}, "members": {
-        "a": {"topics": ["t"], "owned": tps("tp0", "tp1"), "generation": 7},
-        "b": {"topics": ["t"], "owned": tps("tp0", "tp1", "tp2", "tp3"), "generation": 6}}}
+    group = {
+        "topics": {"t": 4},
+        "members": {
+            "a": {"topics": ["t"], "owned": tps("tp0", "tp1"), "generation": 7},
+            "b": {"topics": ["t"], "owned": tps("tp0", "tp1", "tp2", "tp3"), "generation": 6},
+        },
+    }
     result = _sticky(group)
     assert result == {"a": tps("tp0", "tp1"), "b": tps("tp2", "tp3")}
 
@@ -107,7 +120,10 @@ def test_conflicting_claims_higher_generation_wins():
 def test_general_path_only_subscribed_and_balanced_with_a_member_without_topics():
     subs = {"A": ["x", "y"], "B": ["y"], "C": []}
     assert _sticky({"topics": {"x": 3, "y": 3}, "members": _members(subs)}) == {
-        "A": tps("xp0", "xp1", "xp2"), "B": tps("yp0", "yp1", "yp2"), "C": []}
+        "A": tps("xp0", "xp1", "xp2"),
+        "B": tps("yp0", "yp1", "yp2"),
+        "C": [],
+    }
 
 
 def _java_constrained(group: dict) -> dict[str, list[tuple[str, int]]]:
@@ -116,8 +132,7 @@ def _java_constrained(group: dict) -> dict[str, list[tuple[str, int]]]:
     Expects valid input: one claim per partition, all members of one generation, identical subscriptions.
     """
     members = sorted(group["members"], key=java_key)
-    topics = sorted({t for m in members for t in group["members"][m]["topics"] if t in group["topics"]},
-                    key=java_key)
+    topics = sorted({t for m in members for t in group["members"][m]["topics"] if t in group["topics"]}, key=java_key)
     all_parts = [(t, p) for t in topics for p in range(group["topics"][t])]
     total = len(all_parts)
     min_quota, max_quota = total // len(members), -(-total // len(members))
@@ -125,8 +140,10 @@ def _java_constrained(group: dict) -> dict[str, list[tuple[str, int]]]:
     assignment: dict[str, list] = {m: [] for m in members}
     under, exactly, assigned = [], [], set()
     for c in members:
-        owned = sorted((tuple(tp) for tp in group["members"][c].get("owned", []) if tp[0] in topics),
-                       key=lambda tp: (tp[1], java_key(tp[0])))
+        owned = sorted(
+            (tuple(tp) for tp in group["members"][c].get("owned", []) if tp[0] in topics),
+            key=lambda tp: (tp[1], java_key(tp[0])),
+        )
         if len(owned) < min_quota:
             assignment[c] += owned
             under.append(c)
@@ -164,10 +181,15 @@ def equal_groups(draw: st.DrawFn) -> dict:
     topics = draw(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 12), min_size=1))
     names = draw(st.lists(st.sampled_from([f"m{i}" for i in range(9)]), min_size=1, unique=True))
     parts = [(t, p) for t, n in topics.items() for p in range(n)]
-    owner = draw(st.lists(st.one_of(st.none(), st.sampled_from(names)), min_size=len(parts),
-                          max_size=len(parts)))
-    members = {m: {"topics": list(topics), "generation": 3,
-                   "owned": [list(tp) for tp, o in zip(parts, owner, strict=True) if o == m]} for m in names}
+    owner = draw(st.lists(st.one_of(st.none(), st.sampled_from(names)), min_size=len(parts), max_size=len(parts)))
+    members = {
+        m: {
+            "topics": list(topics),
+            "generation": 3,
+            "owned": [list(tp) for tp, o in zip(parts, owner, strict=True) if o == m],
+        }
+        for m in names
+    }
     return {"topics": topics, "members": members}
 
 
@@ -183,11 +205,17 @@ def random_groups(draw: st.DrawFn) -> dict:
     names = draw(st.lists(st.sampled_from([f"m{i}" for i in range(10)]), min_size=1, unique=True))
     pool = [*topics, "gone"]
     parts = [(t, p) for t, n in topics.items() for p in range(n)] + [("gone", 0)]
-    return {"topics": topics, "members": {
-        m: {"topics": draw(st.lists(st.sampled_from(pool), unique=True)),
-            "owned": draw(st.lists(st.sampled_from(parts), unique=True, max_size=8)),
-            "generation": draw(st.one_of(st.none(), st.integers(1, 3)))}
-        for m in names}}
+    return {
+        "topics": topics,
+        "members": {
+            m: {
+                "topics": draw(st.lists(st.sampled_from(pool), unique=True)),
+                "owned": draw(st.lists(st.sampled_from(parts), unique=True, max_size=8)),
+                "generation": draw(st.one_of(st.none(), st.integers(1, 3))),
+            }
+            for m in names
+        },
+    }
 
 
 @settings(max_examples=300, deadline=None)
@@ -195,6 +223,8 @@ def random_groups(draw: st.DrawFn) -> dict:
 def test_balanced_and_stable_on_random_groups(group: dict):
     first = _sticky(group)  # checks: exactly once, only subscribed, balanced
     # Stability: rejoining with what was handed out moves nothing.
-    again = {"topics": group["topics"], "members": {
-        m: {**spec, "owned": first[m], "generation": 9} for m, spec in group["members"].items()}}
+    again = {
+        "topics": group["topics"],
+        "members": {m: {**spec, "owned": first[m], "generation": 9} for m, spec in group["members"].items()},
+    }
     assert _sticky(again) == first

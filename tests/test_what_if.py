@@ -30,22 +30,40 @@ def test_the_latest_snapshot_is_rebuilt_as_a_valid_document(lake, config):
 
 
 def test_apply_changes_counts_and_members():
-    doc = {"group_id": "g", "protocol": "range", "topics": {"a": 4, "b": 2},
-           "members": [{"member_id": "m1", "strategies": ["range"], "topics": ["a"], "owned": [], "assignment": []},
-                       {"member_id": "m2", "strategies": ["range"], "topics": ["b"], "owned": [], "assignment": []}]}
+    doc = {
+        "group_id": "g",
+        "protocol": "range",
+        "topics": {"a": 4, "b": 2},
+        "members": [
+            {"member_id": "m1", "strategies": ["range"], "topics": ["a"], "owned": [], "assignment": []},
+            {"member_id": "m2", "strategies": ["range"], "topics": ["b"], "owned": [], "assignment": []},
+        ],
+    }
     scenario = what_if.apply(doc, partitions={"a": 8}, add_members=2, remove_members=["m2"])
     assert scenario["topics"] == {"a": 8, "b": 2}
     assert [(m["member_id"], m["topics"]) for m in scenario["members"]] == [
-        ("m1", ["a"]), ("what-if-1", ["a", "b"]), ("what-if-2", ["a", "b"])]
+        ("m1", ["a"]),
+        ("what-if-1", ["a", "b"]),
+        ("what-if-2", ["a", "b"]),
+    ]
     assert doc["topics"]["a"] == 4  # the source document is left as it was
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"partitions": {"orders": 6}}, "partitions.orders: 6 is fewer than today's 12; Kafka cannot remove partitions"),
-    ({"partitions": {"audit": 3}}, "partitions.audit: unknown topic; the group subscribes to ['orders', 'refunds']"),
-    ({"remove_members": ["nobody"]}, "remove_members: ['nobody'] are not members of group 'payments'"),
-    ({"add_members": -1}, "add_members: must be zero or more, got -1"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"partitions": {"orders": 6}},
+            "partitions.orders: 6 is fewer than today's 12; Kafka cannot remove partitions",
+        ),
+        (
+            {"partitions": {"audit": 3}},
+            "partitions.audit: unknown topic; the group subscribes to ['orders', 'refunds']",
+        ),
+        ({"remove_members": ["nobody"]}, "remove_members: ['nobody'] are not members of group 'payments'"),
+        ({"add_members": -1}, "add_members: must be zero or more, got -1"),
+    ],
+)
 def test_impossible_scenarios_are_rejected_with_the_parameter_named(lake, config, kwargs, message):
     with pytest.raises(ScenarioError) as error:
         what_if.run(config, "what-if-1", "payments", **kwargs)
@@ -61,18 +79,29 @@ def test_an_unknown_group_is_a_clear_error(lake, config):
 @pytest.mark.spark
 def test_a_scenario_is_planned_gated_and_published_as_a_new_generation(spark, lake, config):
     pipeline.run(config.with_overrides(snapshots=str(DEMO)), "nightly-2", spark=spark)
-    what_if.run(config, "what-if-1", "payments", partitions={"orders": 24}, add_members=1,
-                remove_members=["payments-3-07aa35"], received_at=T0)
+    what_if.run(
+        config,
+        "what-if-1",
+        "payments",
+        partitions={"orders": 24},
+        add_members=1,
+        remove_members=["payments-3-07aa35"],
+        received_at=T0,
+    )
     pipeline.plan_step(config, "what-if-1", "manual", spark)
     pipeline.gate_step(config, "what-if-1", spark)
     (report,) = pipeline.publish_step(config, "what-if-1")
     assert report == {"group_id": "payments", "generation_id": 2, "status": "approved"}
     plans = [r for r in lake.read_arrow("plans").to_pylist() if r["generation_id"] == 2]
-    chosen = {r["strategy"] for r in lake.read_arrow("plan_metrics").to_pylist() if r["generation_id"] == 2
-              and r["group_id"] == "payments" and r["chosen"]}
+    chosen = {
+        r["strategy"]
+        for r in lake.read_arrow("plan_metrics").to_pylist()
+        if r["generation_id"] == 2 and r["group_id"] == "payments" and r["chosen"]
+    }
     rows = [r for r in plans if r["strategy"] in chosen]
     assert len(rows) == 24 + 4
     assert {r["member"] for r in rows} == {"payments-1-4b1c2f", "payments-2-9f0e11", "what-if-1"}
-    (member,) = lake.read_arrow("snapshots", [("snapshot_id", "=", "what-if-1"),
-                                              ("member_id", "=", "what-if-1")]).to_pylist()
+    (member,) = lake.read_arrow(
+        "snapshots", [("snapshot_id", "=", "what-if-1"), ("member_id", "=", "what-if-1")]
+    ).to_pylist()
     assert member["source"] == "what-if"

@@ -46,8 +46,8 @@ def _all_subscriptions_equal(group: GroupSpec) -> bool:
     first, unknown = group.subscriptions[0].tobytes(), group.unknown_topics[0]
     # Byte comparison of the sorted topic-id arrays: one cheap call per member even for 10,000 members.
     return len(first) > 0 and all(
-        s.tobytes() == first and u == unknown
-        for s, u in zip(group.subscriptions, group.unknown_topics, strict=True))
+        s.tobytes() == first and u == unknown for s, u in zip(group.subscriptions, group.unknown_topics, strict=True)
+    )
 
 
 def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
@@ -96,11 +96,11 @@ def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
     deficit = min_quota - keep[under]
     rounds = _repeat_ranges(deficit)
     slot = np.lexsort((np.repeat(np.arange(len(under)), deficit), rounds))
-    receivers = np.repeat(under, deficit)[slot][:len(unassigned)]
-    owner[unassigned[:len(receivers)]] = receivers
+    receivers = np.repeat(under, deficit)[slot][: len(unassigned)]
+    owner[unassigned[: len(receivers)]] = receivers
     reached = under[np.lexsort((np.arange(len(under)), deficit))]
-    rest = unassigned[len(receivers):]
-    polled = np.concatenate([np.asarray(exactly_min, dtype=np.int64), reached])[:len(rest)]
+    rest = unassigned[len(receivers) :]
+    polled = np.concatenate([np.asarray(exactly_min, dtype=np.int64), reached])[: len(rest)]
     if len(polled) < len(rest):
         raise AssertionError("Some partitions are unassigned but all consumers are at maximum capacity")
     owner[rest] = polled
@@ -131,14 +131,13 @@ def _general_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
     # balance(): "if we don't already need to revoke something due to subscription changes, first try to
     # balance by only moving newly added partitions", then move any. Each pass strictly lowers sum(counts**2),
     # so both loops end, usually after one or two passes.
-    for fresh_only in ([True, False] if not revocation_required else [False]):
+    for fresh_only in [True, False] if not revocation_required else [False]:
         while any([_level(group, owner, counts, owned, t, subscribers[t], fresh_only) for t in order]):
             pass
     return owner
 
 
-def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, t: int,
-                       eligible: np.ndarray) -> None:
+def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, t: int, eligible: np.ndarray) -> None:
     """maybeAssign for one topic: each unassigned partition, in order, to the eligible member with the fewest
     partitions (sortedCurrentSubscriptions: by count, then member id), computed as one water-fill."""
     span = slice(int(group.topic_start[t]), int(group.topic_start[t + 1]))
@@ -172,8 +171,15 @@ def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> np.ndarray:
     return added
 
 
-def _level(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, owned: np.ndarray, t: int,
-           subscribers: np.ndarray, fresh_only: bool) -> bool:
+def _level(
+    group: GroupSpec,
+    owner: np.ndarray,
+    counts: np.ndarray,
+    owned: np.ndarray,
+    t: int,
+    subscribers: np.ndarray,
+    fresh_only: bool,
+) -> bool:
     """Re-level topic t's movable partitions over its subscribers when one holding such a partition has two
     or more partitions more than another subscriber (the move performReassignments looks for); returns True
     if anything moved. Movable: all of t's partitions, or with `fresh_only` those not owned by their holder.

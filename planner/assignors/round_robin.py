@@ -40,13 +40,13 @@ class RoundRobinAssignor:
         owner = np.full(group.num_partitions, -1, dtype=np.int32)
         position = 0  # CircularIterator's index into the sorted members
         for t, n in enumerate(group.partition_counts.tolist()):
-            circle = rank[subscribers[offsets[t]:offsets[t + 1]]]  # circle positions of t's subscribers
+            circle = rank[subscribers[offsets[t] : offsets[t + 1]]]  # circle positions of t's subscribers
             if n == 0 or len(circle) == 0:  # allPartitionsSorted: topics without partitions add none
                 continue
             # The `while (!subscribed(assigner.peek())) assigner.next()` skip: first subscriber at or after
             # `position`, wrapping around; then the topic's partitions go to its subscribers in circle order.
             first = int(np.searchsorted(circle, position)) % len(circle)
             chosen = circle[(first + np.arange(n)) % len(circle)]
-            owner[group.topic_start[t]:group.topic_start[t + 1]] = by_rank[chosen]
+            owner[group.topic_start[t] : group.topic_start[t + 1]] = by_rank[chosen]
             position = (int(chosen[-1]) + 1) % len(rank)
         return owner
