@@ -79,7 +79,7 @@ def compact_group(
             "group_instance_id": _value(row.group_instance_id),
             "rack": _value(row.rack),
         }
-    doc["partition_weights"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
+    doc["loads"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
     return doc
 
 

@@ -37,7 +37,7 @@ class GroupSpec:
     generations: np.ndarray  # int64[M], DEFAULT_GENERATION when the member sent none
     claim_member: np.ndarray  # int32[C]: member of each ownership claim; claims sorted by (member, partition)
     claim_partition: np.ndarray  # int64[C]: the partition id each claim names
-    partition_weights: np.ndarray | None  # float64[P] when given
+    partition_loads: np.ndarray | None  # float64[P] when given (`loads` of the compact form)
     member_weights: np.ndarray | None  # float64[M] when given
 
     @property
@@ -137,7 +137,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         generations=_frozen(np.asarray(generations, dtype=np.int64)),
         claim_member=_frozen(np.concatenate([np.empty(0, np.int32), *claim_member])),
         claim_partition=_frozen(np.concatenate([np.empty(0, np.int64), *claim_partition])),
-        partition_weights=_partition_weights(doc.get("partition_weights"), topics, topic_start),
+        partition_loads=_partition_loads(doc.get("loads"), topics, topic_start),
         member_weights=(
             None if all(w is None for w in weights) else _frozen(np.asarray([1.0 if w is None else w for w in weights]))
         ),
@@ -159,12 +159,12 @@ def _owned(owned: Any, what: str, topic_id: Mapping[str, int], topic_start: np.n
     return np.sort(np.asarray(ids, dtype=np.int64))
 
 
-def _partition_weights(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray) -> np.ndarray | None:
-    """Per-partition weights (default 1.0 for partitions a topic's list does not cover)."""
+def _partition_loads(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray) -> np.ndarray | None:
+    """Per-partition loads (default 1.0 for partitions a topic's list does not cover)."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        raise ValueError("partition_weights must be an object {topic: [w0, w1, ...]}")
+        raise ValueError("loads must be an object {topic: [load of partition 0, 1, ...]}")
     weights = np.ones(int(topic_start[-1]), dtype=np.float64)
     for t_id, t in enumerate(topics):
         ws = raw.get(t)
