@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobs import demo_cluster
-from jobs.kafka_settings import KafkaSettings
-from jobs.kafka_source import pull_snapshots, sample_keys
+from jobs.demo import cluster as demo_cluster
+from jobs.io.kafka_settings import KafkaSettings
+from jobs.io.kafka_source import pull_snapshots, sample_keys
 
 TOPIC = "events"
 PREFIX = "bench-"

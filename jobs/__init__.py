@@ -1,1 +1,1 @@
-"""Pipeline steps (ingest, key skew, plan, gate, publish), the lake, the Kafka source and the `rebalance` CLI."""
+"""The pipeline around the planner: steps, executor kernels, IO, the demo and the `rebalance` CLI."""

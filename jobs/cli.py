@@ -68,8 +68,8 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
 def _snapshot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from jobs.kafka_settings import KafkaSettingsError, from_env
-    from jobs.kafka_source import KafkaSourceError, pull_snapshots, sample_keys, write_key_samples, write_snapshots
+    from jobs.io.kafka_settings import KafkaSettingsError, from_env
+    from jobs.io.kafka_source import KafkaSourceError, pull_snapshots, sample_keys, write_key_samples, write_snapshots
 
     try:
         settings = from_env(bootstrap_servers=args.bootstrap_servers)
@@ -105,10 +105,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from jobs import pipeline, publish
+    from jobs import pipeline
+    from jobs.steps import publish
     from jobs.config import Config
-    from jobs.kafka_settings import KafkaSettingsError
-    from jobs.kafka_source import KafkaSourceError
+    from jobs.io.kafka_settings import KafkaSettingsError
+    from jobs.io.kafka_source import KafkaSourceError
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
     try:
@@ -136,7 +137,7 @@ def _add_sql(sub: argparse._SubParsersAction) -> None:
 
 def _sql(args: argparse.Namespace) -> int:
     from jobs.config import Config
-    from jobs.history import query
+    from jobs.steps.history import query
 
     print(query(Config.from_env(lake=args.lake), args.query, args.limit))
     return 0
@@ -153,7 +154,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from jobs.config import Config
-    from jobs.demo import run_demo
+    from jobs.demo.run import run_demo
 
     return run_demo(Config.from_env(lake=args.lake), live=not args.files)
 
@@ -190,7 +191,7 @@ def _hash(args: argparse.Namespace) -> int:
 
 
 def _add_skew(sub: argparse._SubParsersAction) -> None:
-    from jobs.key_skew_options import add_arguments
+    from jobs.steps.skew_options import add_arguments
 
     p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
     add_arguments(p)
@@ -202,9 +203,9 @@ def _skew(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from jobs.config import Config
-    from jobs.key_skew import run
-    from jobs.key_skew_options import format_summary, options_from_args
-    from jobs.spark import get_spark
+    from jobs.steps.skew import run
+    from jobs.steps.skew_options import format_summary, options_from_args
+    from jobs.io.spark import get_spark
 
     config = Config.from_env(lake=args.lake)
     try:
@@ -233,8 +234,8 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.config import Config
-    from jobs.key_skew_options import parse_counts
-    from jobs.what_if import ScenarioError
+    from jobs.steps.skew_options import parse_counts
+    from jobs.steps.what_if import ScenarioError
 
     config = Config.from_env(strategies=args.strategies, lake=args.lake)
     run_id = pipeline.new_run_id("what-if")

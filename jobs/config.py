@@ -14,7 +14,7 @@ ENV_PREFIX = "REBALANCE_"
 class Config:
     """Settings shared by every step; each field is read from REBALANCE_<FIELD> (upper case).
 
-    Kafka connection settings live apart, in `jobs.kafka_settings` (they carry secrets).
+    Kafka connection settings live apart, in `jobs.io.kafka_settings` (they carry secrets).
     """
 
     lake: str = "./lake"

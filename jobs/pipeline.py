@@ -13,11 +13,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from jobs import gate, ingest, key_skew, plan, publish, what_if
+from jobs.steps import gate, ingest, plan, publish, what_if
+from jobs.steps import skew as key_skew
 from jobs.config import Config
-from jobs.ingest import IngestResult
-from jobs.lake import Lake
-from jobs.spark import get_spark
+from jobs.steps.ingest import IngestResult
+from jobs.io.lake import Lake
+from jobs.io.spark import get_spark
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def what_if_step(
 
 def skew_step(config: Config, run_id: str, spark: SparkSession | None = None) -> dict[str, Any]:
     """Key skew of the run's key samples, if any; its per-partition loads weight the plans."""
-    from jobs.key_skew_options import SkewOptions, parse_what_if
+    from jobs.steps.skew_options import SkewOptions, parse_what_if
 
     what_if_counts = parse_what_if(config.what_if) if config.what_if else ()
     summary = key_skew.run(

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.config import Config
-from jobs.key_skew import partition_weights, run, topic_plans
-from jobs.key_skew_arrow import SAMPLE_SCHEMA, TopicPlan, key_metrics, partial_keys, placements
-from jobs.key_skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
+from jobs.steps.skew import partition_weights, run, topic_plans
+from jobs.kernels.key_skew import SAMPLE_SCHEMA, TopicPlan, key_metrics, partial_keys, placements
+from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
 from planner.partitioners import PARTITIONERS, partition_key
 
 COUNTS = {"orders": 6, "events": 4, "quiet": 3}
@@ -136,7 +136,7 @@ def records() -> list[dict]:
 @pytest.fixture(scope="module")
 def measured(spark, records, tmp_path_factory: pytest.TempPathFactory):
     """One run of the job over a Parquet sample file, shared by the module: (summary rows, lake, options)."""
-    from jobs.lake import Lake
+    from jobs.io.lake import Lake
 
     root = tmp_path_factory.mktemp("skew")
     lake = Lake(root / "lake")
@@ -261,7 +261,7 @@ def test_partition_weights_and_idempotent_rerun(spark, measured):
 def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
 
-    from jobs.key_skew_input import SampleInputError, read_units, resolve
+    from jobs.steps.skew_input import SampleInputError, read_units, resolve
 
     data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
     write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
@@ -287,7 +287,7 @@ def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
 def test_lake_samples_use_the_newest_sample_set(lake):
     from datetime import UTC, datetime
 
-    from jobs.key_skew_input import read_units, resolve
+    from jobs.steps.skew_input import read_units, resolve
 
     def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
         return pa.Table.from_pylist(

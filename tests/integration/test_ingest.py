@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest
+from jobs.steps import ingest
 from jobs.config import Config
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
-DEMO = Path(ingest.__file__).with_name("demo_data")
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 
 
 def group(group_id: str, **extra) -> dict:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from jobs.kafka_settings import KafkaSettings, KafkaSettingsError, Secret, from_airflow_connection, from_env
+from jobs.io.kafka_settings import KafkaSettings, KafkaSettingsError, Secret, from_airflow_connection, from_env
 
 PASSWORD = "s3cret-Passw0rd"
 KEY_PASSWORD = "key-Passw0rd-9"

@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from jobs.config import Config
-from jobs.lake import Lake, rows_table
+from jobs.io.lake import Lake, rows_table
 
 
 def run(config: Config, run_id: str) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from planner.hashing import NO_KEYED_PARTITION, hash_words, key_buffers
 from planner.partitioners import PARTITIONERS, Partitioner, get_partitioner
 
-# Columns of the samples after jobs.key_skew_input: one row per record (or per key with a `weight`).
+# Columns of the samples after jobs.steps.skew_input: one row per record (or per key with a `weight`).
 SAMPLE_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),

@@ -13,10 +13,10 @@ import mmh3
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import demo_cluster
+from jobs.demo import cluster as demo_cluster
 from jobs.cli import main
-from jobs.kafka_settings import KafkaSettings
-from jobs.kafka_source import (
+from jobs.io.kafka_settings import KafkaSettings
+from jobs.io.kafka_source import (
     BrokerUnreachableError,
     UnknownGroupError,
     UnknownTopicError,
@@ -158,7 +158,7 @@ def test_custom_assignor_metadata_is_kept_raw(cluster: demo_cluster.Cluster, set
 def test_undecodable_member_metadata_is_kept_raw_and_does_not_fail() -> None:
     from kafka.protocol.admin import DescribeGroupsResponse
 
-    from jobs.kafka_source import _member_document
+    from jobs.io.kafka_source import _member_document
 
     Group = DescribeGroupsResponse.DescribedGroup
     member = Group.DescribedGroupMember(

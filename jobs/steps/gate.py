@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.config import Config
-from jobs.lake import Lake, rows_table
+from jobs.io.lake import Lake, rows_table
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 
 

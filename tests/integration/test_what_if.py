@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest, pipeline, what_if
+from jobs import pipeline
+from jobs.steps import ingest, what_if
 from jobs.config import Config
-from jobs.what_if import ScenarioError
+from jobs.steps.what_if import ScenarioError
 
-DEMO = Path(ingest.__file__).with_name("demo_data")
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 
 

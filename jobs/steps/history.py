@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from jobs.config import Config
-from jobs.lake import Lake
-from jobs.spark import get_spark
+from jobs.io.lake import Lake
+from jobs.io.spark import get_spark
 
 # The chosen candidate of every generation, partition by partition: "what was group G assigned last Tuesday".
 ASSIGNMENT_HISTORY = """

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import Config
-from jobs.lake import Lake, rows_table
+from jobs.io.lake import Lake, rows_table
 from schemas.tables import PLANS
 
 

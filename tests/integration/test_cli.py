@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest
+from jobs.steps import ingest
 from jobs.cli import main
 
-DEMO = Path(ingest.__file__).with_name("demo_data")
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 
 
 @pytest.mark.spark

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobs.demo_cluster import Broker, broker
+from jobs.demo.cluster import Broker, broker
 
 
 @pytest.fixture(scope="session")

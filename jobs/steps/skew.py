@@ -1,7 +1,7 @@
 """Key skew: how unevenly a topic's keys load its partitions today and at what-if partition counts.
 
-Extract key samples (jobs.key_skew_input) and each topic's partition count; transform in Spark with the
-vectorized hashing of `planner.hashing` inside mapInArrow (jobs.key_skew_arrow), then small DataFrame steps for
+Extract key samples (jobs.steps.skew_input) and each topic's partition count; transform in Spark with the
+vectorized hashing of `planner.hashing` inside mapInArrow (jobs.kernels.key_skew), then small DataFrame steps for
 shares, Gini, hot keys, the recommended count and the partitioner fingerprint; load `key_skew`,
 `key_skew_summary`, `key_skew_hot_keys` and `key_skew_fingerprint` by MERGE on the run id, so a rerun replaces
 its own rows. `partition_weights` hands today's per-partition loads to the plan job.
@@ -20,10 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import Config
-from jobs.key_skew_arrow import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
-from jobs.key_skew_input import SampleSource, read_units, resolve
-from jobs.key_skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
-from jobs.lake import Lake
+from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
+from jobs.steps.skew_input import SampleSource, read_units, resolve
+from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
+from jobs.io.lake import Lake
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
 
@@ -61,7 +61,7 @@ def measure(
 ) -> DataFrame:
     """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
 
-    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.key_skew_input).
+    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.steps.skew_input).
     """
     plans = dict(plans)
     units = pa.table(
@@ -317,7 +317,7 @@ def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: run the job with the environment's configuration and print the summary."""
-    from jobs.spark import get_spark
+    from jobs.io.spark import get_spark
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)

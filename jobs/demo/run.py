@@ -2,7 +2,7 @@
 
 Live (the default): an embedded Kafka-protocol broker (noida-db) on 127.0.0.1 with keyed, skewed traffic and real
 consumer groups (kafka-python with every assignor, static members, a librdkafka member); the DAG pulls their
-snapshots from it. With `--files`: the bundled snapshot files of jobs/demo_data, one of them malformed.
+snapshots from it. With `--files`: the bundled snapshot files of jobs/demo/data, one of them malformed.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.airflow_env import configure, migrate_once
+from jobs.io.airflow_env import configure, migrate_once
 from jobs.config import Config
-from jobs.history import register, text_table
-from jobs.spark import get_spark
+from jobs.steps.history import register, text_table
+from jobs.io.spark import get_spark
 
-DEMO_SNAPSHOTS = Path(__file__).with_name("demo_data")
+DEMO_SNAPSHOTS = Path(__file__).with_name("data")
 
 HISTORY_SQL = """
 SELECT group_id, count(*) AS generations, max(generation_id) AS latest,
@@ -38,7 +38,7 @@ def run_demo(config: Config, live: bool = True) -> int:
         env.setdefault("REBALANCE_SNAPSHOTS", str(DEMO_SNAPSHOTS))
         code = _dag_test(env, home, f"snapshots {env['REBALANCE_SNAPSHOTS']}")
     else:
-        from jobs import demo_cluster
+        from jobs.demo import cluster as demo_cluster
 
         started = time.monotonic()
         print("starting an embedded Kafka broker with keyed traffic and live consumer groups ...")

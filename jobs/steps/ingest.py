@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import Config
-from jobs.lake import Lake, rows_table
+from jobs.io.lake import Lake, rows_table
 from jobs.validate import document_errors
 
 
@@ -162,7 +162,7 @@ def configured_documents(
     config: Config, lake: Lake, run_id: str, received_at: datetime
 ) -> tuple[Iterable[RawDocument], str]:
     """The run's input: a Kafka pull (plus key samples of `sample_topics`) or the configured snapshot files."""
-    from jobs import kafka_settings
+    from jobs.io import kafka_settings
 
     settings = kafka_settings.from_env()
     if settings is None:
@@ -173,7 +173,7 @@ def configured_documents(
                 "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
             )
         return (raw for path in files for raw in read_documents(path)), "file"
-    from jobs import kafka_source
+    from jobs.io import kafka_source
 
     # A Kafka pull is all or nothing: any failure raises before a row is written.
     docs = kafka_source.pull_snapshots(settings, group_pattern=config.group_pattern, captured_at=received_at)

@@ -9,15 +9,16 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from jobs import gate, history, ingest, pipeline, plan, publish
+from jobs import pipeline
+from jobs.steps import gate, history, ingest, plan, publish
 from jobs.config import Config
-from jobs.lake import rows_table
+from jobs.io.lake import rows_table
 from planner import assign
 from planner.group import from_snapshot
 
 pytestmark = pytest.mark.spark
 
-DEMO = Path(ingest.__file__).with_name("demo_data")
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 
 
@@ -204,7 +205,7 @@ def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
 
 
 def test_with_the_delta_connector_tables_are_catalog_delta_tables(spark, lake, config):
-    from jobs.spark import has_delta_connector
+    from jobs.io.spark import has_delta_connector
 
     if not has_delta_connector(spark):
         pytest.skip("the Delta connector jars (delta-spark) are not on this Spark session's classpath")

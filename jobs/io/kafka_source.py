@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.kafka_settings import KafkaSettings
+from jobs.io.kafka_settings import KafkaSettings
 from schemas.tables import KEY_SAMPLES
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest
-from jobs.airflow_env import DAGS_FOLDER, configure, migrate_once
+from jobs.steps import ingest
+from jobs.io.airflow_env import DAGS_FOLDER, configure, migrate_once
 
-DEMO = Path(ingest.__file__).with_name("demo_data")
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 
 
 @pytest.fixture(scope="session")

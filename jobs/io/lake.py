@@ -20,7 +20,7 @@ from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.spark import has_delta_connector
+from jobs.io.spark import has_delta_connector
 from schemas import TABLES, TableSpec
 
 

@@ -1,0 +1,39 @@
+"""Integration tier: real Spark (one session per test session), Delta lakes, Airflow, the embedded Kafka broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.io.airflow_env import configure
+
+configure()
+
+from fixtures_kafka import *  # noqa: F401,F403,E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.io.spark import get_spark
+
+    session = get_spark("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(tmp_path: Path):
+    from jobs.io.lake import Lake
+
+    store = Lake(tmp_path / "lake")
+    store.create_all()
+    return store
+
+
+@pytest.fixture
+def lake_env(lake, monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """A lake that REBALANCE_LAKE points at, for steps that read their configuration from the environment."""
+    monkeypatch.setenv("REBALANCE_LAKE", str(lake.root))
+    yield lake
