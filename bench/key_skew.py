@@ -21,11 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.config import Config
+from jobs.io.lake import Lake
+from jobs.io.spark import get_spark
 from jobs.steps.skew import run
 from jobs.steps.skew_input import read_units, resolve
 from jobs.steps.skew_options import SkewOptions
-from jobs.io.lake import Lake
-from jobs.io.spark import get_spark
 from planner.hashing import MURMUR2, hash_words, key_buffers
 from planner.partitioners import get_partitioner
 

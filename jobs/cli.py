@@ -106,10 +106,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from jobs import pipeline
-    from jobs.steps import publish
     from jobs.config import Config
     from jobs.io.kafka_settings import KafkaSettingsError
     from jobs.io.kafka_source import KafkaSourceError
+    from jobs.steps import publish
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
     try:
@@ -203,9 +203,9 @@ def _skew(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from jobs.config import Config
+    from jobs.io.spark import get_spark
     from jobs.steps.skew import run
     from jobs.steps.skew_options import format_summary, options_from_args
-    from jobs.io.spark import get_spark
 
     config = Config.from_env(lake=args.lake)
     try:

@@ -13,12 +13,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from jobs.steps import gate, ingest, plan, publish, what_if
-from jobs.steps import skew as key_skew
 from jobs.config import Config
-from jobs.steps.ingest import IngestResult
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
+from jobs.steps import gate, ingest, plan, publish, what_if
+from jobs.steps import skew as key_skew
+from jobs.steps.ingest import IngestResult
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.io.airflow_env import configure, migrate_once
 from jobs.config import Config
-from jobs.steps.history import register, text_table
+from jobs.io.airflow_env import configure, migrate_once
 from jobs.io.spark import get_spark
+from jobs.steps.history import register, text_table
 
 DEMO_SNAPSHOTS = Path(__file__).with_name("data")
 

@@ -20,10 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import Config
+from jobs.io.lake import Lake
 from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
 from jobs.steps.skew_input import SampleSource, read_units, resolve
 from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
-from jobs.io.lake import Lake
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
 

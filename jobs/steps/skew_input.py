@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.kernels.key_skew import SAMPLE_SCHEMA
 from jobs.io.lake import Lake
+from jobs.kernels.key_skew import SAMPLE_SCHEMA
 
 # Standard column -> the file columns tried in order when the caller maps nothing.
 DEFAULT_COLUMNS: Mapping[str, tuple[str, ...]] = {

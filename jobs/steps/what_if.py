@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobs.steps import ingest
 from jobs.config import Config
-from jobs.steps.ingest import IngestResult, RawDocument
 from jobs.io.lake import Lake
+from jobs.steps import ingest
+from jobs.steps.ingest import IngestResult, RawDocument
 
 
 class ScenarioError(ValueError):

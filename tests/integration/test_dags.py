@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from jobs.steps import ingest
 from jobs.io.airflow_env import DAGS_FOLDER, configure, migrate_once
 
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"

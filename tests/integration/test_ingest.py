@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.steps import ingest
 from jobs.config import Config
+from jobs.steps import ingest
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"

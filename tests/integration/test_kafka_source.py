@@ -13,8 +13,8 @@ import mmh3
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.demo import cluster as demo_cluster
 from jobs.cli import main
+from jobs.demo import cluster as demo_cluster
 from jobs.io.kafka_settings import KafkaSettings
 from jobs.io.kafka_source import (
     BrokerUnreachableError,

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.config import Config
-from jobs.steps.skew import partition_weights, run, topic_plans
 from jobs.kernels.key_skew import SAMPLE_SCHEMA, TopicPlan, key_metrics, partial_keys, placements
+from jobs.steps.skew import partition_weights, run, topic_plans
 from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
 from planner.partitioners import PARTITIONERS, partition_key
 

@@ -10,9 +10,9 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import pipeline
-from jobs.steps import gate, history, ingest, plan, publish
 from jobs.config import Config
 from jobs.io.lake import rows_table
+from jobs.steps import gate, history, ingest, plan, publish
 from planner import assign
 from planner.group import from_snapshot
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobs import pipeline
-from jobs.steps import ingest, what_if
 from jobs.config import Config
+from jobs.steps import ingest, what_if
 from jobs.steps.what_if import ScenarioError
 
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
