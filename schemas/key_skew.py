@@ -20,7 +20,7 @@ KEY_SKEW = table(
         ("partition_count", pa.int32()),
         ("partition", pa.int32()),
         ("current", pa.bool_()),
-        ("messages", pa.int64()),
+        ("messages", pa.float64()),
         ("bytes", pa.int64()),
         ("distinct_keys", pa.int64()),
         ("null_key_messages", pa.float64()),
@@ -28,7 +28,7 @@ KEY_SKEW = table(
         ("load", pa.float64()),
         ("share", pa.float64()),
         ("remapped_keys", pa.int64()),
-        ("remapped_messages", pa.int64()),
+        ("remapped_messages", pa.float64()),
     ],
     "one row per topic, partitioner, partition count (current or what-if) and partition: keyed messages, "
     "bytes and distinct keys hashed there, the expected null-key records placed there, load = messages + "
@@ -42,8 +42,8 @@ KEY_SKEW_SUMMARY = table(
         *RUN,
         ("partition_count", pa.int32()),
         ("current", pa.bool_()),
-        ("messages", pa.int64()),
-        ("null_key_messages", pa.int64()),
+        ("messages", pa.float64()),
+        ("null_key_messages", pa.float64()),
         ("null_key_placement", pa.string()),
         ("bytes", pa.int64()),
         ("distinct_keys", pa.int64()),
@@ -77,7 +77,7 @@ KEY_SKEW_HOT_KEYS = table(
         ("partition_count", pa.int32()),
         ("rank", pa.int32()),
         ("key", pa.binary()),
-        ("messages", pa.int64()),
+        ("messages", pa.float64()),
         ("bytes", pa.int64()),
         ("partition", pa.int32()),
         ("share", pa.float64()),
@@ -91,8 +91,8 @@ KEY_SKEW_FINGERPRINT = table(
     [
         *RUN,
         ("partition_count", pa.int32()),
-        ("observed_messages", pa.int64()),
-        ("explained_messages", pa.int64()),
+        ("observed_messages", pa.float64()),
+        ("explained_messages", pa.float64()),
         ("share", pa.float64()),
     ],
     "for samples that carry the partition they were read from: the share of keyed records each known "

@@ -22,12 +22,13 @@ import pyarrow.compute as pc
 from planner.hashing import NO_KEYED_PARTITION, hash_words, key_buffers
 from planner.partitioners import PARTITIONERS, Partitioner, get_partitioner
 
-# Columns of the samples after jobs.steps.skew_input: one row per record (or per key with a `weight`).
+# Columns of the samples after jobs.steps.skew_input: one row per record (or per key with a `weight`). Weights are
+# fractional (a Kafka tail sample stands for retained messages / records read), so message counts are float64 throughout.
 SAMPLE_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
         ("key", pa.binary()),
-        ("weight", pa.int64()),
+        ("weight", pa.float64()),
         ("bytes", pa.int64()),
         ("partition", pa.int32()),
     ]
@@ -39,10 +40,10 @@ PARTIAL_SCHEMA = pa.schema(
     [
         ("topic", pa.string()),
         ("key", pa.binary()),
-        ("messages", pa.int64()),
+        ("messages", pa.float64()),
         ("bytes", pa.int64()),
         ("fingerprint", pa.string()),
-        ("explained", pa.int64()),
+        ("explained", pa.float64()),
     ]
 )
 
@@ -59,14 +60,14 @@ METRICS_SCHEMA = pa.schema(
         ("partition_count", pa.int32()),
         ("partition", pa.int32()),
         ("key", pa.binary()),
-        ("messages", pa.int64()),
+        ("messages", pa.float64()),
         ("bytes", pa.int64()),
         ("distinct_keys", pa.int64()),
         ("remapped_keys", pa.int64()),
-        ("remapped_messages", pa.int64()),
+        ("remapped_messages", pa.float64()),
         ("null_key_messages", pa.float64()),
         ("null_key_bytes", pa.float64()),
-        ("explained", pa.int64()),
+        ("explained", pa.float64()),
     ]
 )
 
@@ -182,8 +183,8 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
         for t in np.flatnonzero(seen):
             out["topic"].append(topics[t])
             out["fingerprint"].append(p.name)
-            out["messages"].append(int(seen[t]))
-            out["explained"].append(int(explained[t]))
+            out["messages"].append(float(seen[t]))
+            out["explained"].append(float(explained[t]))
     return _batch(PARTIAL_SCHEMA, out)
 
 
@@ -241,15 +242,15 @@ def _topic_slices(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield encoded.dictionary[int(index[start])].as_py(), table.slice(int(start), int(stop - start))
 
 
-def _total(column: pa.ChunkedArray) -> int:
-    return int(pc.sum(column).as_py() or 0)
+def _total(column: pa.ChunkedArray) -> float:
+    return float(pc.sum(column).as_py() or 0)
 
 
 def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -> Iterator[pa.RecordBatch]:
     """Per-partition load, remapping versus today and local hot keys of one topic's keys at every count."""
     partitioner = get_partitioner(plan.partitioner)
     keys = rows["key"].combine_chunks()
-    messages = rows["messages_sum"].to_numpy().astype(np.int64)
+    messages = rows["messages_sum"].to_numpy().astype(np.float64)
     sizes = rows["bytes_sum"].to_numpy().astype(np.int64)
     parts = placements(partitioner, keys, plan.counts)
     keyed = parts[0] != NO_KEYED_PARTITION
@@ -269,7 +270,7 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
                 "partition_count": np.full(n, n, dtype=np.int32),
                 "partition": np.arange(n, dtype=np.int32),
                 "messages": _sum_by(where, m, n),
-                "bytes": _sum_by(where, b, n),
+                "bytes": np.rint(_sum_by(where, b, n)).astype(np.int64),
                 "distinct_keys": np.bincount(where, minlength=n).astype(np.int64),
                 "remapped_keys": np.bincount(where[moved], minlength=n).astype(np.int64),
                 "remapped_messages": _sum_by(where[moved], m[moved], n),
@@ -282,8 +283,8 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
 
 
 def _sum_by(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """values summed per index value 0..n-1 as int64 (bincount's float64 sums are exact below 2**53)."""
-    return np.rint(np.bincount(index, weights=values, minlength=n)).astype(np.int64)
+    """values summed per index value 0..n-1 (float64: sampled records stand for fractional message counts)."""
+    return np.bincount(index, weights=values, minlength=n)
 
 
 def _hot_keys(

@@ -186,7 +186,7 @@ def summary(
         F.col("share").alias("hot_key_share"),
     )
     measured = (
-        stats.withColumn("null_key_messages", F.round("nulls").cast("long"))
+        stats.withColumn("null_key_messages", F.col("nulls"))
         .withColumn("null_key_placement", F.when(F.col("nulls") > 0, F.lit("spread")))
         .withColumn("max_mean", F.try_divide(F.col("max_load"), F.col("mean_load")))
         .withColumn("cv", F.try_divide(F.col("std"), F.col("mean_load")))

@@ -33,7 +33,7 @@ DEFAULT_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "partition": ("partition",),
 }
 REQUIRED = ("topic", "key")
-DEFAULTS: Mapping[str, int] = {"weight": 1, "bytes": 0}
+DEFAULTS: Mapping[str, float] = {"weight": 1.0, "bytes": 0}
 READ_BATCH_ROWS = 1 << 18
 
 

@@ -37,7 +37,8 @@ def _records(seed: int = 7) -> list[dict]:
                 key = None
             elif r < 0.03:
                 key = b""
-            weight = 3 if rng.random() < 0.1 else 1
+            # Fractional weights, as Kafka tail samples carry; dyadic so float sums are exact in any order.
+            weight = 2.625 if rng.random() < 0.1 else (0.5 if rng.random() < 0.1 else 1.0)
             observed = partition_key(PARTITIONER.get(topic, "murmur2"), key, COUNTS.get(topic, 5))
             rows.append(
                 {
@@ -53,7 +54,7 @@ def _records(seed: int = 7) -> list[dict]:
 
 def _expected_loads(rows: list[dict], topic: str, name: str, counts: tuple[int, ...]) -> dict[tuple[int, int], dict]:
     """Plain-Python count with planner.partitioners.partition_key: (count, partition) -> figures."""
-    totals: dict[bytes | None, list[int]] = defaultdict(lambda: [0, 0])
+    totals: dict[bytes | None, list[float]] = defaultdict(lambda: [0.0, 0])
     for r in rows:
         if r["topic"] == topic:
             totals[r["key"]][0] += r["weight"]
