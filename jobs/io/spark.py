@@ -1,14 +1,29 @@
-"""The SparkSession factory: one embedded session per process, tuned for small local machines."""
+"""The SparkSession factory: embedded (`local`), a cluster master, or a Spark Connect server, from one set of settings.
+
+Local sessions are tuned for small machines and bound to 127.0.0.1. Any other session ships the project's pure
+code (`planner`, `schemas`, `jobs.kernels`: what executor code imports) to the executors itself, as one zip built
+at start-up and cached by content hash, so workers need only NumPy, pandas, pyarrow and pyspark.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.config import Config
+from planner.errors import InputError, SourceError
+
+ENV_PREFIX = "REBALANCE_SPARK_"
+LOOPBACK = "127.0.0.1"
+APP_NAME = "rebalance-planner"
 
 # Serial GC and C1-only JIT halve JVM start-up on 2 cores; the jobs are short, so peak JIT speed matters less.
 JVM_OPTIONS = (
@@ -16,42 +31,197 @@ JVM_OPTIONS = (
     f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
 )
 
-
+# Python workers keep freed NumPy temporaries in their heap instead of a fresh mmap per multi-MB array
+# (glibc mallopt via the environment): vectorized hashing and planning run ~3x faster in workers.
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
+# Session settings that any session can take, Spark Connect ones included (runtime SQL settings).
+SQL_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.pythonUDF.arrow.enabled": "true",
+}
 
-def get_spark(master: str | None = None, app_name: str = "rebalance-planner") -> SparkSession:
-    """The process's SparkSession (created on first use): UTC, loopback only, Arrow on, quiet logs."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# What executor code imports, relative to the repository root: the pure domain, the contracts and the kernels.
+SHIPPED = ("planner", "schemas", "jobs/__init__.py", "jobs/kernels")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Where Spark runs; each field is read from REBALANCE_SPARK_<FIELD> (upper case), empty meaning Spark's default.
+
+    For a `local` master the executor Python defaults to the driver's interpreter and the driver binds 127.0.0.1;
+    for any other master both are left to Spark (give them for a cluster whose workers need them).
+    """
+
+    master: str = "local[*]"
+    remote: str = ""  # sc://host:port: a Spark Connect session (no JVM in this process); wins over `master`
+    conf: tuple[tuple[str, str], ...] = ()  # any Spark setting, applied last
+    python: str = ""  # the executors' Python (PYSPARK_PYTHON)
+    driver_host: str = ""
+    driver_bind_address: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: str | None) -> SparkSettings:
+        """REBALANCE_SPARK_* variables, then the non-empty overrides (e.g. `master` from Config or a CLI flag)."""
+        env = os.environ if env is None else env
+        values = {name: env.get(ENV_PREFIX + name.upper(), "") for name in cls.__dataclass_fields__}
+        values.update({k: v for k, v in overrides.items() if v})
+        unknown = sorted(set(values) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise TypeError(f"unknown Spark settings {unknown}")
+        conf = parse_conf(values.pop("conf") or "", ENV_PREFIX + "CONF")
+        return replace(cls(), conf=conf, **{k: v for k, v in values.items() if v})
+
+    @property
+    def is_local(self) -> bool:
+        """True for an embedded session (`local`, `local[N]`, `local[*]`, `local[N,F]`)."""
+        return not self.remote and (self.master == "local" or self.master.startswith("local["))
+
+
+def parse_conf(text: str, source: str = ENV_PREFIX + "CONF") -> tuple[tuple[str, str], ...]:
+    """Spark settings from `key=value,key=value` or a JSON object (use JSON when a value holds a comma)."""
+    text = text.strip()
+    if not text:
+        return ()
+    if text.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{source}: not a JSON object: {e}") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{source}: expected a JSON object of Spark settings")
+        pairs = [(str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in doc.items()]  # true, 4, ...
+    else:
+        pairs = []
+        for i, item in enumerate(p for p in text.split(",") if p.strip()):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise InputError(f"{source}: item {i} {item.strip()!r} is not key=value")
+            pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def get_spark(settings: SparkSettings | str | None = None, app_name: str = APP_NAME) -> SparkSession:
+    """The process's SparkSession (created on first use); a string is a master URL, the rest read from the env."""
+    if not isinstance(settings, SparkSettings):
+        settings = SparkSettings.from_env(master=settings)
+    return _connect_session(settings) if settings.remote else _classic_session(settings, app_name)
+
+
+def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
+    """A session with its driver JVM in this process: embedded, or the driver of a cluster application."""
+    local = settings.is_local
+    python = settings.python or (sys.executable if local else "")
+    host = settings.driver_host or (LOOPBACK if local else "")
+    bind = settings.driver_bind_address or host
+    # SparkContext takes its workers' Python from PYSPARK_PYTHON, and the launched JVM its address from the env.
+    if settings.python:
+        os.environ["PYSPARK_PYTHON"] = python
+    elif python:
+        os.environ.setdefault("PYSPARK_PYTHON", python)
+    if local:
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if bind:
+        os.environ.setdefault("SPARK_LOCAL_IP", bind)
     builder = (
-        SparkSession.builder.master(master or Config.from_env().spark_master)
+        SparkSession.builder.master(settings.master)
         .appName(app_name)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.execution.pythonUDF.arrow.enabled", "true")
     )
-    # Python workers keep freed NumPy temporaries in their heap instead of a fresh mmap per multi-MB array
-    # (glibc mallopt via the environment): vectorized hashing and planning run ~3x faster in workers.
-    for name, value in MALLOC_ENV.items():
-        builder = builder.config(f"spark.executorEnv.{name}", value)
+    if host:
+        builder = builder.config("spark.driver.host", host)
+    if bind:
+        builder = builder.config("spark.driver.bindAddress", bind)
+    if python:
+        builder = builder.config("spark.pyspark.python", python)
+    for name, value in [*SQL_CONF.items(), *((f"spark.executorEnv.{k}", v) for k, v in MALLOC_ENV.items())]:
+        builder = builder.config(name, value)
+    for name, value in settings.conf:
+        builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if not local:
+        code = code_zip()
+        if not any(Path(f).name == code.name for f in spark.sparkContext.listFiles):
+            spark.sparkContext.addPyFile(str(code))
     return spark
 
 
+_shipped_sessions: set[str] = set()  # Connect session ids that already hold the code zip
+
+
+def _connect_session(settings: SparkSettings) -> SparkSession:
+    """A Spark Connect session: the client speaks gRPC to the server, which runs the driver and the executors."""
+    builder = SparkSession.builder.remote(settings.remote)
+    for name, value in [*SQL_CONF.items(), *settings.conf]:
+        builder = builder.config(name, value)
+    try:
+        spark = builder.getOrCreate()
+        if spark.session_id not in _shipped_sessions:  # type: ignore[attr-defined]
+            spark.addArtifacts(str(code_zip()), pyfile=True)  # type: ignore[attr-defined]
+            _shipped_sessions.add(spark.session_id)  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise SourceError(
+            f"Spark Connect needs pyspark's connect extras (grpcio, grpcio-status, zstandard): {e}"
+        ) from e
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"Spark Connect server {settings.remote}: {first}") from e
+    return spark
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def has_delta_connector(spark: SparkSession) -> bool:
-    """True when the session can read and write Delta through the catalog (delta-spark jars present)."""
+    """True when the session can read and write Delta through the catalog (delta-spark jars present).
+
+    Over Spark Connect the client cannot look inside the server's JVM, so the lake's own reader is used.
+    """
+    if is_connect(spark):
+        return False
     try:
         spark.sparkContext._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
     except Exception:
         return False
     return True
+
+
+def shipped_files(root: Path = ROOT) -> Iterator[tuple[str, Path]]:
+    """(archive name, file) of the executor code in a stable order; sources and package data, no caches."""
+    for entry in SHIPPED:
+        path = root / entry
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for file in files:
+            if "__pycache__" not in file.parts and file.suffix not in (".pyc", ".pyo"):
+                yield file.relative_to(root).as_posix(), file
+
+
+def code_zip(root: Path = ROOT, cache: Path | None = None) -> Path:
+    """The executor code as a zip named by its content hash, built once per content in the temp dir."""
+    files = list(shipped_files(root))
+    digest = hashlib.sha256()
+    for name, file in files:
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
+    cache = cache or Path(tempfile.gettempdir()) / "rebalance-pyfiles"
+    target = cache / f"rebalance_code_{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    # Written aside, then renamed: concurrent processes never see (or ship) a half-written zip.
+    fd, partial = tempfile.mkstemp(dir=cache, suffix=".part")
+    with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, file in files:
+            archive.writestr(
+                zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), file.read_bytes(), zipfile.ZIP_DEFLATED
+            )
+    os.replace(partial, target)
+    return target
