@@ -1,0 +1,357 @@
+"""Strict JSON reading of group documents: one object, an array of objects, or JSON lines, from raw bytes.
+
+Everything a JSON parser would let through but a group must not hold is refused here, before any rule runs:
+bytes that are not UTF-8, nesting deeper than `MAX_DEPTH` (measured by a linear scan *before* the recursive
+parser runs), duplicate object keys, NaN / Infinity / numbers that overflow a double, integer literals longer
+than any Kafka integer, and lone UTF-16 surrogates (`"\\ud800"`), which no UTF-8 writer downstream can store.
+
+Every error is an `InputError` naming the source, the line or array index, and the JSON path. A problem
+inside one JSON line or one array element is kept on that `Document` (its `error`), so ingest can quarantine
+just that group with its raw bytes and go on; only an input that cannot be split into documents at all (not
+UTF-8, not JSON, too deep, empty) raises.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.errors import InputError
+
+MAX_DEPTH = 64  # a snapshot array needs 6 levels ([ { members [ { owned [ [); far below Python's recursion limit
+MAX_INT_DIGITS = 32  # int64 needs 19 digits; longer literals are refused before Python converts them
+
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's insignificant whitespace (RFC 8259 section 2)
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # the only way a surrogate gets past strict UTF-8
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[[0x5B, 0x7B]] = 1
+_BRACKET_STEP[[0x5D, 0x7D]] = -1
+
+
+@dataclass(frozen=True)
+class Document:
+    """One group as read: the parsed object (`doc`) or why it was refused (`error`), and its bytes as received."""
+
+    source: str  # the input's name, e.g. a file path
+    raw: bytes  # this document's bytes exactly as received (one line, one array element, or the whole input)
+    doc: Any = None
+    error: str | None = None  # InputError message naming source, line / index and JSON path
+    line: int | None = None  # 1-based line of a JSON-lines input
+    index: int | None = None  # position in a top-level array
+
+    @property
+    def where(self) -> str:
+        """`source`, `source:line` or `source[index]`: the name a message or quarantine row should carry."""
+        if self.line is not None:
+            return f"{self.source}:{self.line}"
+        if self.index is not None:
+            return f"{self.source}[{self.index}]"
+        return self.source
+
+    def value(self) -> Any:
+        """The parsed object; raises the InputError this document was refused with."""
+        if self.error is not None:
+            raise InputError(self.error)
+        return self.doc
+
+
+def read_json_documents(data: bytes, source: str) -> list[Document]:
+    """Split `data` into group documents; raises InputError when it cannot be split at all."""
+    try:
+        return _read_whole(data, source)
+    except InputError:
+        lines = _json_lines(data)
+        if lines is None:
+            raise
+    return [_read_line(line, number, offset, source) for number, offset, line in lines]
+
+
+def read_groups(data: bytes, source: str) -> list[Any]:
+    """Every document of `data`, or the first InputError: for callers that take all groups or none (`assign`)."""
+    return [d.value() for d in read_json_documents(data, source)]
+
+
+# --- the whole input -------------------------------------------------------------------------------------------
+
+
+def _read_whole(data: bytes, source: str) -> list[Document]:
+    start = len(_BOM) if data.startswith(_BOM) else 0  # RFC 8259 section 8.1: a parser may ignore a BOM
+    text = _decode(data, source, start)
+    if not text.strip():
+        raise InputError(f"no groups in {source}")
+    _check_depth(data, source)
+    decoder = _Decoder()
+    pos = _WHITESPACE.match(text).end()
+    if text[pos] != "[":
+        doc = decoder.decode(text, pos, source)
+        if not isinstance(doc, dict):
+            raise InputError(f"{source}: expected a JSON object (one group) or an array of them, got {_kind(doc)}")
+        return [_checked(Document(source, data, doc), decoder, text)]
+    documents = []
+    for index, (doc, begin, end) in enumerate(decoder.array(text, pos, source)):
+        item = Document(source, text[begin:end].encode("utf-8"), doc, index=index)
+        if not isinstance(doc, dict):
+            item = _refused(item, f"expected a JSON object (one group), got {_kind(doc)}")
+        documents.append(_checked(item, decoder, text))
+    if not documents:
+        raise InputError(f"no groups in {source}")
+    return documents
+
+
+def _decode(data: bytes, where: str, start: int = 0, file_offset: int = 0) -> str:
+    try:
+        return data[start:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = file_offset + start + e.start
+        raise InputError(
+            f"{where}: not UTF-8 text: byte 0x{data[start + e.start]:02x} at byte offset {at} ({e.reason})"
+        ) from None
+
+
+def _check_depth(data: bytes, where: str, file_offset: int = 0) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before the (recursive) parser sees it; linear in len(data)."""
+    depth, at = nesting_depth(data)
+    if depth > MAX_DEPTH:
+        raise InputError(
+            f"{where}: JSON nested deeper than {MAX_DEPTH} levels (reaches {depth} at byte offset {file_offset + at})"
+        )
+
+
+def nesting_depth(data: bytes) -> tuple[int, int]:
+    """Deepest `[` / `{` nesting outside strings, and the byte offset where it is first reached.
+
+    Vectorized: brackets inside strings are those after an odd number of unescaped quotes; a quote is escaped
+    when an odd run of backslashes precedes it. Agrees with any JSON parser up to the first syntax error, so
+    a parser never nests deeper than this on the same bytes.
+    """
+    if not data:
+        return 0, 0
+    raw = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(raw == 0x22)
+    after_backslash = quotes[(quotes > 0) & (raw[quotes - 1] == 0x5C)]
+    escaped = [q for q in after_backslash.tolist() if _backslashes_before(data, q) % 2]
+    if escaped:
+        quotes = np.setdiff1d(quotes, np.asarray(escaped, dtype=quotes.dtype), assume_unique=True)
+    step = _BRACKET_STEP[raw]  # +1 for [ and {, -1 for ] and }, 0 elsewhere
+    brackets = np.flatnonzero(step)
+    step = step[brackets].astype(np.int32)
+    step[np.searchsorted(quotes, brackets) % 2 == 1] = 0  # inside a string
+    if not len(step):
+        return 0, 0
+    depth = np.cumsum(step)
+    deepest = int(np.argmax(depth))
+    return max(int(depth[deepest]), 0), int(brackets[deepest])
+
+
+def _backslashes_before(data: bytes, pos: int) -> int:
+    n = 0
+    while pos - n - 1 >= 0 and data[pos - n - 1] == 0x5C:
+        n += 1
+    return n
+
+
+# --- JSON lines ------------------------------------------------------------------------------------------------
+
+
+def _json_lines(data: bytes) -> list[tuple[int, int, bytes]] | None:
+    """(line number, byte offset, bytes) of each non-blank line when the input is JSON lines, else None.
+
+    JSON lines: two or more non-blank lines, each starting with `{`. A pretty-printed object never has that
+    shape (its inner lines start with a key or a bracket), so it keeps its whole-input error.
+    """
+    lines, offset = [], 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if line.strip():
+            lines.append((number, offset, line))
+        offset += len(line) + 1
+    if len(lines) < 2 or not all(line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{") for _, _, line in lines):
+        return None
+    return lines
+
+
+def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:
+    where = f"{source}:{number}"
+    start = len(_BOM) if number == 1 and line.startswith(_BOM) else 0
+    try:
+        text = _decode(line, where, start, offset)
+        _check_depth(line, where, offset)
+        decoder = _Decoder()
+        doc = decoder.decode(text, _WHITESPACE.match(text).end(), where)
+    except InputError as e:
+        return Document(source, line, error=str(e), line=number)
+    document = Document(source, line, doc, line=number)
+    if not isinstance(doc, dict):
+        return _refused(document, f"expected a JSON object (one group), got {_kind(doc)}")
+    return _checked(document, decoder, text)
+
+
+# --- parsing ---------------------------------------------------------------------------------------------------
+
+
+class _Invalid:
+    """Stands in the parsed tree for a value JSON allows but a group must not hold; found again by `_problem`."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _DuplicateKeys(dict):
+    """An object that named `key` twice; Python's json would silently keep the last value."""
+
+    key: str = ""
+
+
+class _Decoder:
+    """json.JSONDecoder with hooks that mark refused values instead of raising, so each document is judged alone."""
+
+    def __init__(self) -> None:
+        self.marked = False
+        self.json = json.JSONDecoder(
+            object_pairs_hook=self._object,
+            parse_constant=self._mark(lambda s: f"{s} is not a JSON number (RFC 8259 section 6)"),
+            parse_float=self._float,
+            parse_int=self._int,
+        )
+
+    def _mark(self, reason: Callable[[str], str]) -> Callable[[str], _Invalid]:
+        def invalid(text: str) -> _Invalid:
+            self.marked = True
+            return _Invalid(reason(text))
+
+        return invalid
+
+    def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        self.marked = True
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        marked = _DuplicateKeys(obj)
+        marked.key = duplicate
+        return marked
+
+    def _float(self, text: str) -> float | _Invalid:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        self.marked = True
+        return _Invalid(f"number {_shorten(text)} is outside the range of a double")
+
+    def _int(self, text: str) -> int | _Invalid:
+        if len(text.lstrip("-")) <= MAX_INT_DIGITS:
+            return int(text)
+        self.marked = True
+        return _Invalid(f"integer of {len(text.lstrip('-'))} digits is outside every Kafka integer type")
+
+    def value_at(self, text: str, pos: int, where: str) -> tuple[Any, int]:
+        """The JSON value starting at `pos` and the index just after it."""
+        try:
+            return self.json.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        except RecursionError:  # unreachable after _check_depth; kept so a parser change cannot crash a run
+            raise InputError(f"{where}: JSON nested too deeply") from None
+
+    def decode(self, text: str, pos: int, where: str) -> Any:
+        """The one value at `pos`; nothing but whitespace may follow it."""
+        value, end = self.value_at(text, pos, where)
+        _expect_end(text, end, where, "the value")
+        return value
+
+    def array(self, text: str, pos: int, where: str) -> list[tuple[Any, int, int]]:
+        """(value, start, end) of each element of the top-level array opening at `pos`."""
+        items: list[tuple[Any, int, int]] = []
+        pos = _WHITESPACE.match(text, pos + 1).end()
+        if text.startswith("]", pos):
+            _expect_end(text, pos + 1, where, "the array")
+            return items
+        while True:
+            value, end = self.value_at(text, pos, where)
+            items.append((value, pos, end))
+            pos = _WHITESPACE.match(text, end).end()
+            if text.startswith(",", pos):
+                pos = _WHITESPACE.match(text, pos + 1).end()
+            elif text.startswith("]", pos):
+                _expect_end(text, pos + 1, where, "the array")
+                return items
+            else:
+                raise InputError(f"{where}: invalid JSON at {_line_column(text, pos)}: expected ',' or ']'")
+
+
+def _expect_end(text: str, pos: int, where: str, what: str) -> None:
+    end = _WHITESPACE.match(text, pos).end()
+    if end != len(text):
+        raise InputError(f"{where}: invalid JSON at {_line_column(text, end)}: extra data after {what}")
+
+
+def _line_column(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    column = pos - text.rfind("\n", 0, pos)
+    return f"line {line} column {column}"
+
+
+# --- what the parser let through ------------------------------------------------------------------------------
+
+
+def _checked(document: Document, decoder: _Decoder, text: str) -> Document:
+    """The document, or the document refused for the first marked value or lone surrogate it holds."""
+    if document.error is None and (decoder.marked or _ESCAPED_SURROGATE.search(text)):
+        if (problem := _problem(document.doc)) is not None:
+            return _refused(document, problem)
+    return document
+
+
+def _refused(document: Document, reason: str) -> Document:
+    return Document(document.source, document.raw, None, f"{document.where}: {reason}", document.line, document.index)
+
+
+def _problem(value: Any) -> str | None:
+    """`path: reason` of the first duplicate key, refused number or lone surrogate, in document order."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Invalid):
+            return f"{json_path(path)}: {item.reason}"
+        if isinstance(item, _DuplicateKeys):
+            return f"{json_path(path)}: duplicate key {item.key!r}"
+        if isinstance(item, str) and _SURROGATE.search(item):
+            return f"{json_path(path)}: lone UTF-16 surrogate in string {_shorten(repr(item))}"
+        if isinstance(item, dict):
+            for key in item:
+                if _SURROGATE.search(key):
+                    return f"{json_path(path)}: lone UTF-16 surrogate in key {_shorten(repr(key))}"
+            stack.extend((v, (*path, k)) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def json_path(parts: tuple[str | int, ...] | list[str | int]) -> str:
+    """`members[2].owned[0]` from path parts; `(document)` for the root. Unprintable keys are shown quoted."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif not part.isprintable() or not part:
+            text += f"[{part!r}]"
+        else:
+            text += f".{part}" if text else part
+    return text or "(document)"
+
+
+def _kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null", dict: "an object"}
+    return names.get(type(value), "a number")
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
