@@ -1,0 +1,495 @@
+"""HTML pages: one per generation, one index per group, one index of groups.
+
+Charts are plotly figures drawn by plotly.js, which every page loads from one `plotly.min.js` beside the group
+folders (`plotly_src`), so a thousand pages do not carry a thousand copies and the pages work offline. Every id
+and every value from the lake is escaped with `html.escape`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from html import escape
+from typing import Any
+
+import pandas as pd
+import plotly.io as pio
+
+from jobs.report import figures
+from jobs.report.collect import GenerationReport
+from jobs.report.figures import Figure
+
+PLOTLY_SRC = "../plotly.min.js"
+MOVES_SHOWN = 1000
+DETAIL_ROWS_SHOWN = 50
+JSON_COLUMNS = frozenset({"details"})
+PERCENT_COLUMNS = frozenset({"share", "keys_remapped_share", "traffic_remapped_share", "stickiness", "hot_key_share"})
+
+CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d0d7de; --bg:#f6f8fa; --ok:#1a7f37; --bad:#cf222e; --warn:#9a6700; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg);
+       background:var(--bg); }
+header { background:#fff; border-bottom:1px solid var(--line); padding:16px 0 20px; }
+header > div { max-width:1200px; margin:0 auto; padding:0 32px; }
+main { max-width:1200px; margin:0 auto; padding:8px 32px 48px; }
+nav.crumbs { font-size:13px; color:var(--muted); margin-bottom:6px; }
+nav.crumbs a { color:inherit; }
+h1 { font-size:24px; margin:0 0 4px; word-break:break-all; }
+h1 .gen { color:var(--muted); font-weight:400; }
+h2 { font-size:18px; margin:0 0 4px; }
+h3 { font-size:15px; margin:16px 0 4px; }
+section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin-top:16px; }
+p.why { color:var(--muted); margin:0 0 10px; max-width:80ch; }
+.badge { display:inline-block; padding:2px 10px; border-radius:12px; font-size:12px; font-weight:600;
+         text-transform:uppercase; letter-spacing:.04em; vertical-align:middle; color:#fff; background:var(--muted);
+         white-space:nowrap; }
+.badge.approved { background:var(--ok); } .badge.rejected { background:var(--bad); }
+.badge.candidate { background:var(--warn); }
+dl.meta { display:grid; grid-template-columns:repeat(auto-fill,minmax(220px,1fr)); gap:8px 24px; margin:12px 0 0; }
+dl.meta div { min-width:0; }
+dl.meta dt { font-size:12px; color:var(--muted); }
+dl.meta dd { margin:0; overflow-wrap:anywhere; }
+table { border-collapse:collapse; width:100%; font-size:13px; margin:6px 0; }
+th, td { text-align:left; padding:5px 8px; border-bottom:1px solid #eaeef2; vertical-align:top; }
+td { overflow-wrap:break-word; word-break:break-word; }
+th { background:var(--bg); font-weight:600; white-space:nowrap; }
+td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
+tr.chosen td { background:#ddf4ff; font-weight:600; }
+tr.failed td { background:#ffebe9; }
+code, pre { font:12px ui-monospace,SFMono-Regular,Menlo,monospace; }
+pre { background:var(--bg); padding:8px; border-radius:6px; overflow:auto; max-height:320px; margin:4px 0; }
+.note { color:var(--warn); }
+.empty { color:var(--muted); font-style:italic; }
+.chart { width:100%; }
+a { color:#0969da; }
+"""
+
+TRIGGERS = {
+    "scheduled": "the nightly planning run (Airflow schedule)",
+    "manual": "a run started by hand (the CLI, a triggered DAG, or a what-if scenario)",
+}
+
+
+def render_generation(report: GenerationReport, *, plotly_src: str = PLOTLY_SRC) -> str:
+    """One generation's page: header, then why, load, what-if, keys, candidates, moves, lag and the gate."""
+    g = report.generation
+    title = f"{report.group_id} \u00b7 generation {report.generation_id}"
+    header = (
+        _crumbs(
+            [("../index.html", "All groups"), ("index.html", report.group_id)], f"generation {report.generation_id}"
+        )
+        + f"<h1>{escape(report.group_id)} <span class='gen'>generation {report.generation_id}</span> "
+        + f"{_badge(report.status)}</h1>"
+        + _meta(
+            [
+                ("Trigger", report.trigger),
+                ("Created", g.get("created_at")),
+                ("Chosen strategy", report.chosen_strategy),
+                ("Gate", g.get("gate_summary")),
+                ("Run", g.get("run_id")),
+                ("Snapshot", g.get("snapshot_id")),
+                *report.extras.items(),
+            ]
+        )
+    )
+    sections = [
+        _trigger(report),
+        _partitions(report),
+        *_what_if(report),
+        _hot_keys(report),
+        _fingerprint(report),
+        _candidates(report),
+        _moves(report),
+        _lag(report),
+        _gate(report),
+    ]
+    return _page(title, header, sections, plotly_src)
+
+
+def render_index(
+    group_id: str,
+    generations: pd.DataFrame,
+    *,
+    plotly_src: str = PLOTLY_SRC,
+    page: Callable[[int], str] = lambda n: f"generation-{n}.html",
+) -> str:
+    """A group's page: every generation (newest first, from `collect.history`) with a link to its page."""
+    header = _crumbs([("../index.html", "All groups")], group_id) + f"<h1>{escape(group_id)}</h1>"
+    rows = generations.assign(link=[page(int(n)) for n in generations["generation_id"]])
+    table = _table(
+        rows,
+        [
+            ("generation_id", "generation"),
+            ("created_at", "created"),
+            ("trigger", "trigger"),
+            ("status", "status"),
+            ("chosen_strategy", "chosen strategy"),
+            ("max_mean_load", "max / mean load"),
+            ("partitions_moved", "partitions moved"),
+            ("gate_summary", "gate"),
+        ],
+        link=("generation_id", "link"),
+        failed=rows["status"].eq("rejected").tolist() if "status" in rows else None,
+    )
+    chart = (
+        _section(
+            "history",
+            "Balance and movement over time",
+            "Each generation's chosen plan: partitions it moves (bars) and its max/mean member load (line; 1.0 is "
+            "perfect balance).",
+            _chart("chart-history", figures.history(generations)),
+        )
+        if len(generations)
+        else ""
+    )
+    generations_section = _section(
+        "generations", "Generations", "Every planning run of this group; open one for its full report.", table
+    )
+    return _page(group_id, header, [chart, generations_section], plotly_src)
+
+
+def render_groups(groups: pd.DataFrame, links: Mapping[str, str]) -> str:
+    """The top page: every group (from `collect.groups`) with its latest generation, linked to the group's page."""
+    rows = groups.assign(link=[links[g] for g in groups["group_id"]])
+    table = _table(
+        rows,
+        [
+            ("group_id", "group"),
+            ("generations", "generations"),
+            ("generation_id", "latest"),
+            ("created_at", "created"),
+            ("status", "status"),
+            ("chosen_strategy", "chosen strategy"),
+            ("gate_summary", "gate"),
+        ],
+        link=("group_id", "link"),
+        failed=rows["status"].eq("rejected").tolist() if "status" in rows else None,
+    )
+    header = "<h1>Rebalance plans</h1>" + _meta([("Groups", len(groups))])
+    body = _section("groups", "Consumer groups", "The latest generation of every group the lake holds.", table)
+    return _page("Rebalance plans", header, [body], plotly_src=None)
+
+
+def _trigger(report: GenerationReport) -> str:
+    """What started this planning run and what it was asked to do."""
+    why = TRIGGERS.get(report.trigger, "")
+    parameters = ((k.replace("_", " "), v) for k, v in report.parameters.items() if k != "changes")
+    body = _meta([("Trigger", report.trigger), *parameters])
+    if report.changes not in (None, "", [], {}):
+        body += "<h3>Changes since the last generation</h3>" + _value(report.changes)
+    text = f"This generation was planned by {escape(why)}." if why else "What started this planning run."
+    return _section("trigger", "What triggered it", text, body)
+
+
+def _partitions(report: GenerationReport) -> str:
+    """Today's per-partition load chart and where the figures come from."""
+    if report.partitions.empty:
+        return _section("load", "Load per partition today", "", _empty("No partition was planned."))
+    sources = report.partitions.groupby("source")["topic"].unique()
+    origin = "; ".join(f"{escape(s)}: {escape(', '.join(map(str, t)))}" for s, t in sources.items())
+    run = escape(str(report.generation.get("run_id")))
+    text = (
+        f"Messages per partition, from the key-skew job of run <code>{run}</code> where it sampled the topic "
+        "(keys hashed with the producers' partitioner), else the plan's partition weight, else 1 per partition. "
+        f"Sources \u2014 {origin}."
+    )
+    notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in report.notes)
+    return _section(
+        "load", "Load per partition today", text, notes + _chart("chart-load", figures.partition_load(report))
+    )
+
+
+def _what_if(report: GenerationReport) -> list[str]:
+    """One section per topic measured at other partition counts: load per partition and the skew summary."""
+    out = []
+    counts = report.what_if.groupby("topic")["partition_count"].nunique()
+    for i, (topic, n) in enumerate(counts.items()):
+        if n < 2:
+            continue
+        summary = report.skew_summary[report.skew_summary["topic"] == topic]
+        recommended = summary.loc[summary["recommended"].fillna(False).astype(bool), "partition_count"].tolist()
+        table = _table(
+            summary,
+            [
+                ("partition_count", "partitions"),
+                ("current", "today"),
+                ("max_mean", "max / mean"),
+                ("cv", "CV"),
+                ("gini", "Gini"),
+                ("keys_remapped_share", "keys remapped"),
+                ("traffic_remapped_share", "traffic remapped"),
+                ("recommended", "recommended"),
+            ],
+            chosen=summary["recommended"].fillna(False).astype(bool).tolist(),
+        )
+        text = (
+            f"Topic <code>{escape(topic)}</code> measured with its sampled keys at today's partition count and at each "
+            "what-if count. Kafka can add partitions but never remove them, and adding them remaps keys (partition = "
+            "hash % count), so per-key order breaks once for the remapped keys."
+            + (f" Recommended: {', '.join(str(int(c)) for c in recommended)} partitions." if recommended else "")
+        )
+        chart = _chart(f"chart-what-if-{i}", figures.what_if(report, topic))
+        out.append(_section(f"what-if-{i}", f"What if {topic} had more partitions", text, chart + table))
+    return out
+
+
+def _hot_keys(report: GenerationReport) -> str:
+    """The hottest keys of each topic and where they land today."""
+    if report.hot_keys.empty:
+        return ""
+    table = _table(
+        report.hot_keys,
+        [
+            ("topic", "topic"),
+            ("rank", "rank"),
+            ("key", "key"),
+            ("messages", "messages"),
+            ("share", "share"),
+            ("partition", "partition today"),
+        ],
+    )
+    text = "The keys carrying most messages: one key always lands in one partition, so a hot key bounds the balance."
+    return _section("hot-keys", "Hot keys", text, table)
+
+
+def _fingerprint(report: GenerationReport) -> str:
+    """Which producer partitioner explains the partitions the samples were read from."""
+    if report.fingerprint.empty:
+        return ""
+    verdicts = report.skew_summary[report.skew_summary["current"].fillna(False).astype(bool)]
+    lines = [
+        f"<code>{escape(str(r['topic']))}</code>: {escape(str(r.get('fingerprint') or 'unknown'))} "
+        + ("(Java-compatible)" if r.get("java_compatible") else "(not Java-compatible)")
+        for r in verdicts.to_dict("records")
+        if "fingerprint" in r
+    ]
+    table = _table(
+        report.fingerprint,
+        [
+            ("topic", "topic"),
+            ("partitioner", "partitioner"),
+            ("share", "share explained"),
+            ("observed_messages", "observed"),
+            ("explained_messages", "explained"),
+        ],
+    )
+    text = (
+        "Share of sampled records each known partitioner puts in the partition they were read from; the best one "
+        "is the producers' partitioner. Planning with another hash than the producers' misplaces the load."
+    )
+    verdict = f"<p>{'<br>'.join(lines)}</p>" if lines else ""
+    return _section("fingerprint", "Partitioner fingerprint", text, verdict + table)
+
+
+def _candidates(report: GenerationReport) -> str:
+    """Every candidate strategy's balance and movement, and the member load chart."""
+    if report.candidates.empty:
+        return _section("candidates", "Candidates", "", _empty("No candidate was planned."))
+    table = _table(report.candidates, None, chosen=report.candidates["chosen"].fillna(False).astype(bool).tolist())
+    text = (
+        "Each assignor's plan for the same members and partitions. The chosen one has the lowest max/mean member "
+        "load, then the fewest partitions moved, then the first name. Grey bars: the load each member carries today."
+    )
+    return _section(
+        "candidates",
+        "Candidates and load per member",
+        text,
+        table + _chart("chart-members", figures.member_load(report)),
+    )
+
+
+def _moves(report: GenerationReport) -> str:
+    """The chosen plan's partition movements, by rebalance round."""
+    moves = report.moves
+    if moves.empty:
+        return _section("moves", "Partitions that move", "The chosen plan moves no partition.", "")
+    cooperative = moves["action"].eq("revoke").any()
+    text = (
+        "Cooperative rebalancing (KIP-429): in round 1 the previous owners give up only the partitions that move, "
+        "while every other partition keeps being consumed; round 2, the follow-up rebalance, assigns them."
+        if cooperative
+        else "Eager rebalancing: every member gives up its partitions when the rebalance starts; these partitions "
+        "come back to another member than before."
+    )
+    shown = moves.head(MOVES_SHOWN)
+    more = f"<p class='empty'>{len(moves) - MOVES_SHOWN:,} more not shown.</p>" if len(moves) > MOVES_SHOWN else ""
+    table = _table(
+        shown,
+        [
+            ("round", "round"),
+            ("action", "action"),
+            ("topic", "topic"),
+            ("partition", "partition"),
+            ("previous_member", "from"),
+            ("member", "to"),
+            ("load", "load"),
+        ],
+    )
+    counts = moves.groupby(["round", "action"]).size()
+    summary = ", ".join(f"round {r} {escape(a)}: {n}" for (r, a), n in counts.items())
+    return _section("moves", "Partitions that move", f"{text} ({summary}.)", table + more)
+
+
+def _lag(report: GenerationReport) -> str:
+    """Lag per member, today and after the chosen plan."""
+    if report.lag.empty:
+        return ""
+    text = (
+        "Messages not yet consumed (end offset \u2212 committed offset) summed over each member's partitions. A "
+        "partition's backlog goes with it to its new owner."
+    )
+    return _section("lag", "Lag per member", text, _chart("chart-lag", figures.member_lag(report)))
+
+
+def _gate(report: GenerationReport) -> str:
+    """The gate's verdict and every failed expectation with its failing rows."""
+    gate = report.gate
+    verdict = f"<p>{_badge(report.status)} {escape(str(report.generation.get('gate_summary') or ''))}</p>"
+    if gate.empty:
+        return _section("gate", "Quality gate", "This generation was not gated.", verdict)
+    failed = gate[~gate["success"].fillna(False).astype(bool)]
+    passed = gate[gate["success"].fillna(False).astype(bool)]
+    columns = [("expectation", "expectation"), ("observed_value", "observed"), ("details", "failing rows")]
+    extra = [(c, c.replace("_", " ")) for c in gate.columns if c not in {"suite", "success", *dict(columns)}]
+    body = verdict
+    if len(failed):
+        body += "<h3>Failed expectations</h3>" + _table(failed, columns + extra, failed=[True] * len(failed))
+    if len(passed):
+        body += (
+            f"<details><summary>{len(passed)} passed expectation(s)</summary>"
+            + _table(passed, [("expectation", "expectation"), ("observed_value", "observed")])
+            + "</details>"
+        )
+    text = (
+        "Great Expectations checks of the chosen plan: each partition once, every subscribed partition assigned, "
+        "only to members subscribed to its topic. The generation is approved only when all pass."
+    )
+    return _section("gate", "Quality gate", text, body)
+
+
+def _page(title: str, header: str, sections: Iterable[str], plotly_src: str | None) -> str:
+    """The HTML document around a header and sections."""
+    script = (
+        "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
+        f'<script charset="utf-8" src="{escape(plotly_src)}"></script>'
+        if plotly_src
+        else ""
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(title)}</title><style>{CSS}</style>{script}</head>\n"
+        f"<body><header><div>{header}</div></header>\n<main>{''.join(sections)}</main></body></html>\n"
+    )
+
+
+def _section(anchor: str, title: str, text: str, body: str) -> str:
+    why = f"<p class='why'>{text}</p>" if text else ""
+    return f"<section id='{escape(anchor)}'><h2>{escape(title)}</h2>{why}{body}</section>\n"
+
+
+def _chart(div_id: str, figure: Figure) -> str:
+    """A plotly chart drawn by the page's plotly.js (validate=False: see `figures`)."""
+    config = {"displaylogo": False, "responsive": True}
+    html = pio.to_html(figure, include_plotlyjs=False, full_html=False, validate=False, div_id=div_id, config=config)
+    return f"<div class='chart'>{html}</div>"
+
+
+def _crumbs(links: list[tuple[str, str]], here: str) -> str:
+    parts = [f"<a href='{escape(href)}'>{escape(text)}</a>" for href, text in links]
+    return f"<nav class='crumbs'>{' / '.join([*parts, escape(here)])}</nav>"
+
+
+def _badge(status: str) -> str:
+    return f"<span class='badge {escape(status)}'>{escape(status)}</span>"
+
+
+def _meta(items: Iterable[tuple[str, Any]]) -> str:
+    cells = "".join(f"<div><dt>{escape(str(k))}</dt><dd>{_value(v)}</dd></div>" for k, v in items)
+    return f"<dl class='meta'>{cells}</dl>"
+
+
+def _empty(text: str) -> str:
+    return f"<p class='empty'>{escape(text)}</p>"
+
+
+def _table(
+    frame: pd.DataFrame,
+    columns: list[tuple[str, str]] | None,
+    *,
+    chosen: list[bool] | None = None,
+    failed: list[bool] | None = None,
+    link: tuple[str, str] | None = None,
+) -> str:
+    """A frame as an HTML table; `columns` picks and names columns (all, as they are, when None)."""
+    columns = [(c, h) for c, h in (columns or [(c, c.replace("_", " ")) for c in frame.columns]) if c in frame]
+    records = frame.to_dict("records")
+    numeric = {c for c, _ in columns if _numeric(r.get(c) for r in records)}
+    head = "".join(f"<th class='num'>{escape(h)}</th>" if c in numeric else f"<th>{escape(h)}</th>" for c, h in columns)
+    rows = []
+    for i, record in enumerate(records):
+        css = "chosen" if chosen and chosen[i] else "failed" if failed and failed[i] else ""
+        cells = []
+        for column, _ in columns:
+            cell = _cell(column, record.get(column))
+            if link and column == link[0]:
+                cell = f"<a href='{escape(str(record[link[1]]))}'>{cell}</a>"
+            cells.append(f"<td class='num'>{cell}</td>" if column in numeric else f"<td>{cell}</td>")
+        rows.append(f"<tr class='{css}'>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _numeric(values: Iterable[Any]) -> bool:
+    """A column of numbers (and gaps) only: right-aligned."""
+    seen = [v for v in values if v is not None and not (isinstance(v, float) and pd.isna(v))]
+    return bool(seen) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in seen)
+
+
+def _cell(column: str, value: Any) -> str:
+    """A table cell: statuses as badges, shares as percentages, JSON columns pretty-printed."""
+    if column == "status" and isinstance(value, str):
+        return _badge(value)
+    if column in PERCENT_COLUMNS and isinstance(value, float) and not pd.isna(value):
+        return f"{value:.1%}"
+    return _value(_parsed(value) if column in JSON_COLUMNS else value)
+
+
+def _parsed(value: Any) -> Any:
+    """A JSON text (e.g. the gate's failing rows) as data; anything else as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _value(value: Any) -> str:
+    """A lake value as escaped HTML: numbers grouped, times in UTC, JSON pretty-printed."""
+    if value is None or (
+        not isinstance(value, list | tuple | dict) and pd.api.types.is_scalar(value) and pd.isna(value)
+    ):
+        return "\u2014"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() and abs(value) >= 1 else f"{value:,.3f}"
+    if isinstance(value, datetime):
+        stamp = pd.Timestamp(value)
+        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+        return escape(stamp.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    if isinstance(value, list | tuple | dict):
+        if not value:
+            return "\u2014"
+        if isinstance(value, list) and len(value) > DETAIL_ROWS_SHOWN:
+            value = [*value[:DETAIL_ROWS_SHOWN], f"... {len(value) - DETAIL_ROWS_SHOWN} more"]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return escape(", ".join(value))
+        return f"<pre>{escape(json.dumps(value, indent=1, default=str))}</pre>"
+    if hasattr(value, "item"):
+        return _value(value.item())
+    return escape(str(value))
