@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from planner.errors import InputError
+
 __all__ = [
     "Assignment",
     "ProtocolError",
@@ -42,7 +44,7 @@ TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
 """((topic, (partition, ...)), ...) in wire order, as the TopicPartition arrays carry them."""
 
 
-class ProtocolError(ValueError):
+class ProtocolError(InputError):
     """Bytes that are not a valid consumer-protocol message: says what was expected at which byte offset."""
 
 
