@@ -103,7 +103,7 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
         group_id=group_id,
         generation_id=int(generation_id),
         generation=generation,
-        extras={k: v for k, v in generation.items() if k not in GENERATION_COLUMNS and v not in (None, "")},
+        extras={k: _json(v) for k, v in generation.items() if k not in GENERATION_COLUMNS and v not in (None, "")},
         changes=changes,
         parameters=parameters,
         partitions=partitions,
