@@ -1,19 +1,25 @@
 """A consumer group as the assignors see it: names mapped to dense integer ids, per-partition data in arrays.
 
 Parses the compact assignor form of ARCHITECTURE.md (and, via `from_snapshot`, one snapshot-file document)
-into a read-only `GroupSpec`. Ids are dense and ordered so every assignor is deterministic whatever the order
-of keys in the input: topics and members are sorted by Java's `String.compareTo` (UTF-16 code units, as Kafka
-sorts them), and a partition's id is `topic_start[topic] + partition`, so ids order partitions by
+into a read-only `GroupSpec`, with two optional per-topic inputs: `topic_ids` (Kafka's topic Uuids, base64, which
+order topics in the server-side assignors as Kafka's HashSet<Uuid> / Uuid.compareTo do) and `partition_racks`
+(the racks of each partition's replicas, KIP-881). Ids are dense and ordered so every assignor is deterministic
+whatever the order of keys in the input: topics and members are sorted by Java's `String.compareTo` (UTF-16 code
+units, as Kafka sorts them), and a partition's id is `topic_start[topic] + partition`, so ids order partitions by
 (topic, partition) exactly as Kafka's `TopicPartition` lists are laid out.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from planner.errors import InputError
 
 DEFAULT_GENERATION = -1  # AbstractStickyAssignor.DEFAULT_GENERATION: a member that sent no generation
 
@@ -21,6 +27,43 @@ DEFAULT_GENERATION = -1  # AbstractStickyAssignor.DEFAULT_GENERATION: a member t
 def java_key(s: str) -> bytes:
     """Sort key ordering strings as Java's String.compareTo does (UTF-16 code units), so ties match Kafka."""
     return s.encode("utf-16-be", "surrogatepass")
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionRacks:
+    """The racks holding a replica of each partition (SubscribedTopicDescriber.racksForPartition), CSR layout."""
+
+    names: tuple[str, ...]  # rack names, sorted as Java sorts strings; a rack id indexes this tuple
+    offsets: np.ndarray  # int64[P + 1]: the rack ids of partition p are ids[offsets[p]:offsets[p + 1]]
+    ids: np.ndarray  # int32, ascending within each partition
+
+    def of(self, partition: int) -> tuple[str, ...]:
+        """The rack names of one partition id (empty when none is known)."""
+        return tuple(self.names[r] for r in self.ids[self.offsets[partition] : self.offsets[partition + 1]])
+
+    def rack_id(self, rack: str | None) -> int:
+        """The id of a rack name, or -1 when no partition has a replica there (or `rack` is None)."""
+        if rack is None:
+            return -1
+        i = int(np.searchsorted(_java_keys(self.names), java_key(rack)))
+        return i if i < len(self.names) and self.names[i] == rack else -1
+
+    def contains(self, partitions: np.ndarray, rack_ids: np.ndarray) -> np.ndarray:
+        """bool per pair: partition partitions[i] has a replica on rack rack_ids[i] (-1 never matches)."""
+        rack_ids = np.asarray(rack_ids, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.zeros(len(rack_ids), dtype=bool)
+        # Keys partition * R + rack are sorted (partitions ascending, racks ascending within each), so one
+        # searchsorted answers every pair.
+        width = len(self.names)
+        keys = np.repeat(np.arange(len(self.offsets) - 1, dtype=np.int64), np.diff(self.offsets)) * width + self.ids
+        want = np.asarray(partitions, dtype=np.int64) * width + rack_ids
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        return (rack_ids >= 0) & (keys[at] == want)
+
+
+def _java_keys(names: tuple[str, ...]) -> np.ndarray:
+    return np.asarray([java_key(n) for n in names], dtype=object)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,6 +82,8 @@ class GroupSpec:
     claim_partition: np.ndarray  # int64[C]: the partition id each claim names
     partition_loads: np.ndarray | None  # float64[P] when given (`loads` of the compact form)
     member_weights: np.ndarray | None  # float64[M] when given
+    topic_uuids: np.ndarray | None = None  # int64[T, 2]: Kafka topic id (most, least significant bits) when given
+    partition_racks: PartitionRacks | None = None  # replica racks per partition when given (KIP-881)
 
     @property
     def num_partitions(self) -> int:
@@ -141,6 +186,8 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         member_weights=(
             None if all(w is None for w in weights) else _frozen(np.asarray([1.0 if w is None else w for w in weights]))
         ),
+        topic_uuids=_topic_uuids(doc.get("topic_ids"), topics),
+        partition_racks=_partition_racks(doc.get("partition_racks"), topics, topic_start),
     )
 
 
@@ -174,6 +221,69 @@ def _partition_loads(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
         vals = np.asarray(ws, dtype=np.float64)[:n]
         weights[topic_start[t_id] : topic_start[t_id] + len(vals)] = vals
     return _frozen(weights)
+
+
+def _topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
+    """Kafka topic ids (Uuid.toString: 22 base64url characters) as signed (most, least) significant bits."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InputError("topic_ids must be an object {topic: base64 topic id}")
+    unknown = sorted(set(raw) - set(topics), key=java_key)
+    if unknown:
+        raise InputError(f"topic_ids[{unknown[0]!r}]: not a topic of the group")
+    missing = [t for t in topics if t not in raw]
+    if missing:
+        raise InputError(f"topic_ids: no id for topic {missing[0]!r} (give every topic an id, or none)")
+    bits = np.empty((len(topics), 2), dtype=np.int64)
+    for i, t in enumerate(topics):
+        bits[i] = _uuid_bits(raw[t], f"topic_ids[{t!r}]")
+    return _frozen(bits)
+
+
+def _uuid_bits(text: Any, what: str) -> tuple[int, int]:
+    """Uuid.fromString: base64url (padding optional) of exactly 16 bytes, read as two big-endian signed longs."""
+    if not isinstance(text, str) or len(text) > 24:
+        raise InputError(f"{what} must be a base64 topic id of at most 24 characters, got {text!r}")
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError(f"{what}: {text!r} is not base64url") from None
+    if len(raw) != 16:
+        raise InputError(f"{what}: {text!r} decodes to {len(raw)} bytes, not the 16 of a Uuid")
+    return int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True)
+
+
+def _partition_racks(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray) -> PartitionRacks | None:
+    """Replica racks per partition from {topic: [[rack, ...] per partition]}; partitions not listed have none."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise InputError("partition_racks must be an object {topic: [[rack, ...] for each partition]}")
+    topic_id = {t: i for i, t in enumerate(topics)}
+    per_partition: dict[int, list[str]] = {}
+    for t, lists in raw.items():
+        if t not in topic_id:
+            raise InputError(f"partition_racks[{t!r}]: not a topic of the group")
+        n = int(topic_start[topic_id[t] + 1] - topic_start[topic_id[t]])
+        if not isinstance(lists, Sequence) or isinstance(lists, str) or len(lists) > n:
+            raise InputError(f"partition_racks[{t!r}] must be a list of at most {n} rack lists, one per partition")
+        for p, racks in enumerate(lists):
+            what = f"partition_racks[{t!r}][{p}]"
+            if not isinstance(racks, Sequence) or isinstance(racks, str) or not all(isinstance(r, str) for r in racks):
+                raise InputError(f"{what} must be a list of rack names")
+            per_partition[int(topic_start[topic_id[t]]) + p] = list(racks)
+    names = tuple(sorted({r for racks in per_partition.values() for r in racks}, key=java_key))
+    rack_of = {r: i for i, r in enumerate(names)}
+    sizes = np.zeros(int(topic_start[-1]), dtype=np.int64)
+    ids = []
+    for p in sorted(per_partition):
+        unique = sorted({rack_of[r] for r in per_partition[p]})
+        sizes[p] = len(unique)
+        ids.extend(unique)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return PartitionRacks(names, _frozen(offsets), _frozen(np.asarray(ids, dtype=np.int32)))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

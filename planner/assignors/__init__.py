@@ -32,6 +32,9 @@ BUILTIN: dict[str, str] = {
     "roundrobin": "planner.assignors.round_robin:RoundRobinAssignor",
     "sticky": "planner.assignors.sticky:StickyAssignor",
     "cooperative-sticky": "planner.assignors.cooperative_sticky:CooperativeStickyAssignor",
+    # KIP-848 server-side assignors; Kafka names the range one "range" too, which the client assignor holds here.
+    "uniform": "planner.assignors.uniform:UniformAssignor",
+    "server-range": "planner.assignors.server_range:ServerRangeAssignor",
 }
 
 

@@ -31,19 +31,24 @@ class RangeAssignor:
 
     def assign(self, group: GroupSpec) -> np.ndarray:
         """Owner per partition id (-1 when no member subscribes to its topic)."""
-        offsets, subscribers = subscribers_by_rank(group)
-        counts = group.partition_counts
-        # Per partition: its topic's subscriber count k, quota q = n // k and extras r = n % k
-        # (RangeAssignor.TopicAssignmentState: numPartitionsPerConsumer, remainingConsumersWithExtra...).
-        topic = np.repeat(np.arange(len(group.topics)), counts)
-        local = np.arange(group.num_partitions, dtype=np.int64) - group.topic_start[topic]
-        k = np.diff(offsets)[topic]
-        safe_k = np.maximum(k, 1)
-        q = counts[topic] // safe_k
-        r = counts[topic] % safe_k
-        big = r * (q + 1)  # partitions held by the first r consumers, q + 1 each
-        index = np.where(local < big, local // (q + 1), r + (local - big) // np.maximum(q, 1))
-        owner = np.full(group.num_partitions, -1, dtype=np.int32)
-        has = k > 0  # topics nobody subscribes to stay unassigned
-        owner[has] = subscribers[offsets[topic[has]] + index[has]]
-        return owner
+        return contiguous_ranges(group, *subscribers_by_rank(group))
+
+
+def contiguous_ranges(group: GroupSpec, offsets: np.ndarray, subscribers: np.ndarray) -> np.ndarray:
+    """Per topic, its n partitions split in order into ranges for its k ordered subscribers (CSR `offsets`,
+    `subscribers`): n // k each, the first n % k one more. Shared with the server-side RangeAssignor."""
+    counts = group.partition_counts
+    # Per partition: its topic's subscriber count k, quota q = n // k and extras r = n % k
+    # (RangeAssignor.TopicAssignmentState: numPartitionsPerConsumer, remainingConsumersWithExtra...).
+    topic = np.repeat(np.arange(len(group.topics)), counts)
+    local = np.arange(group.num_partitions, dtype=np.int64) - group.topic_start[topic]
+    k = np.diff(offsets)[topic]
+    safe_k = np.maximum(k, 1)
+    q = counts[topic] // safe_k
+    r = counts[topic] % safe_k
+    big = r * (q + 1)  # partitions held by the first r consumers, q + 1 each
+    index = np.where(local < big, local // (q + 1), r + (local - big) // np.maximum(q, 1))
+    owner = np.full(group.num_partitions, -1, dtype=np.int32)
+    has = k > 0  # topics nobody subscribes to stay unassigned
+    owner[has] = subscribers[offsets[topic[has]] + index[has]]
+    return owner
