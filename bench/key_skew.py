@@ -21,10 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.config import Config
+from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
+from jobs.kernels.samples import read_units
 from jobs.steps.skew import run
-from jobs.steps.skew_input import read_units, resolve
+from jobs.steps.skew_input import resolve
 from jobs.steps.skew_options import SkewOptions
 from planner.hashing import MURMUR2, hash_words, key_buffers
 from planner.partitioners import get_partitioner
@@ -159,7 +161,7 @@ def main() -> None:
     )
     options = SkewOptions(partitions=counts, what_if=WHAT_IF, input=str(samples))
     start = time.perf_counter()
-    summary = run(spark, Config(lake=str(lake_root)), "bench", options)
+    summary = run(RunContext.create(Config(lake=str(lake_root)), "bench", spark=spark), options)
     elapsed = time.perf_counter() - start
     print(
         f"key-skew job end to end: {elapsed:.1f} s for {args.rows:,} keys, {args.topics} topics x "

@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import Param, dag
+
+from jobs.io.airflow_dag import chain_steps
+from jobs.pipeline import NIGHTLY
 
 PARAMS = {
     "snapshots": Param("", type="string", description="snapshot files: a path, directory or glob"),
@@ -28,17 +31,6 @@ PARAMS = {
 }
 
 
-def _config(params: dict):
-    from jobs.config import Config
-
-    return Config.from_env(
-        snapshots=params.get("snapshots"),
-        strategies=params.get("strategies"),
-        lake=params.get("lake"),
-        what_if=params.get("what_if"),
-    )
-
-
 @dag(
     dag_id=os.path.splitext(os.path.basename(__file__))[0],
     schedule=os.environ.get("REBALANCE_NIGHTLY_SCHEDULE", "0 2 * * *"),
@@ -50,38 +42,7 @@ def _config(params: dict):
     tags=["rebalance"],
 )
 def rebalance_nightly():
-    @task
-    def ingest(params=None, run_id=None) -> dict:
-        from jobs.pipeline import ingest_step
-
-        return ingest_step(_config(params), run_id)
-
-    @task
-    def skew(ingested: dict, params=None, run_id=None) -> dict:
-        from jobs.pipeline import skew_step
-
-        return skew_step(_config(params), run_id)
-
-    @task
-    def plan(skewed: dict, params=None, run_id=None, dag_run=None) -> dict:
-        from jobs.pipeline import plan_step
-
-        trigger = "scheduled" if str(dag_run.run_type).endswith("scheduled") else "manual"
-        return plan_step(_config(params), run_id, trigger)
-
-    @task
-    def gate(planned: dict, params=None, run_id=None) -> dict:
-        from jobs.pipeline import gate_step
-
-        return gate_step(_config(params), run_id)
-
-    @task
-    def publish(gated: dict, params=None, run_id=None) -> list:
-        from jobs.pipeline import publish_step
-
-        return publish_step(_config(params), run_id)
-
-    publish(gate(plan(skew(ingest()))))
+    chain_steps(NIGHTLY, PARAMS)
 
 
 rebalance_nightly()

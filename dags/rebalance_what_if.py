@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import Param, dag
+
+from jobs.io.airflow_dag import chain_steps
+from jobs.pipeline import WHAT_IF
 
 PARAMS = {
     "group": Param("", type="string", minLength=1, description="consumer group id to rebalance"),
@@ -31,12 +34,6 @@ PARAMS = {
 }
 
 
-def _config(params: dict):
-    from jobs.config import Config
-
-    return Config.from_env(strategies=params.get("strategies"), lake=params.get("lake"))
-
-
 @dag(
     dag_id=os.path.splitext(os.path.basename(__file__))[0],
     schedule=None,
@@ -47,39 +44,7 @@ def _config(params: dict):
     tags=["rebalance", "what-if"],
 )
 def rebalance_what_if():
-    @task
-    def scenario(params=None, run_id=None) -> dict:
-        from jobs.pipeline import what_if_step
-
-        return what_if_step(
-            _config(params),
-            run_id,
-            params["group"],
-            partitions=params["partitions"],
-            add_members=params["add_members"],
-            remove_members=params["remove_members"],
-            snapshot_id=params["snapshot_id"] or None,
-        )
-
-    @task
-    def plan(scenario: dict, params=None, run_id=None) -> dict:
-        from jobs.pipeline import plan_step
-
-        return plan_step(_config(params), run_id, "manual")
-
-    @task
-    def gate(planned: dict, params=None, run_id=None) -> dict:
-        from jobs.pipeline import gate_step
-
-        return gate_step(_config(params), run_id)
-
-    @task
-    def publish(gated: dict, params=None, run_id=None) -> list:
-        from jobs.pipeline import publish_step
-
-        return publish_step(_config(params), run_id)
-
-    publish(gate(plan(scenario())))
+    chain_steps(WHAT_IF, PARAMS)
 
 
 rebalance_what_if()

@@ -2,6 +2,8 @@
 
 Each sub-command is a pair: `_add_<name>(sub)` declares its arguments, `_<name>(args)` runs it and returns
 an exit code. Heavy imports (Spark, Airflow, Kafka) stay inside the commands so `rebalance hash` starts fast.
+Errors: every command raises `planner.errors.RebalanceError` for bad input or a failing outside system; `main`
+catches it once and exits 2 with its message (a traceback reaching a user is a bug).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+
+from planner.errors import InputError, RebalanceError
 
 
 def _add_assign(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +29,7 @@ def _assign(args: argparse.Namespace) -> int:
     """Print the assignment, target, revocations and timing; a file of several snapshots prints one line each."""
     from planner import assign
 
-    with open(args.snapshot, encoding="utf-8") as f:
-        text = f.read()
+    text = _read_text(args.snapshot)
     try:
         doc = json.loads(text)
         groups = doc if isinstance(doc, list) else [doc]
@@ -34,20 +37,29 @@ def _assign(args: argparse.Namespace) -> int:
         try:  # the snapshot-file contract also allows JSON lines
             groups = [json.loads(line) for line in text.splitlines() if line.strip()]
         except json.JSONDecodeError as e:
-            print(f"rebalance assign: {args.snapshot} is not JSON: {e}", file=sys.stderr)
-            return 2
+            raise InputError(f"{args.snapshot} is not JSON: {e}") from None
     for group in groups:
         try:
             result = assign(args.strategy, group)
         except ValueError as e:
-            print(f"rebalance assign: {args.snapshot}: {e}", file=sys.stderr)
-            return 2
+            raise InputError(f"{args.snapshot}: {e}") from None
         out = result.to_json()
         if len(groups) > 1 and isinstance(group, dict) and "group_id" in group:
             out = {"group_id": group["group_id"], **out}
         json.dump(out, sys.stdout)
         sys.stdout.write("\n")
     return 0
+
+
+def _read_text(path: str) -> str:
+    """A file's text, or an InputError naming the file and what is wrong with it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
 def _add_snapshot(sub: argparse._SubParsersAction) -> None:
@@ -69,21 +81,17 @@ def _snapshot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from jobs.io.kafka_settings import KafkaSettingsError, from_env
-    from jobs.io.kafka_source import KafkaSourceError, pull_snapshots, sample_keys, write_key_samples, write_snapshots
+    from jobs.io.kafka_source import pull_snapshots, sample_keys, write_key_samples, write_snapshots
 
-    try:
-        settings = from_env(bootstrap_servers=args.bootstrap_servers)
-        if settings is None:
-            raise KafkaSettingsError(
-                "no Kafka configured: pass --bootstrap-servers or set "
-                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID"
-            )
-        documents = pull_snapshots(settings, group_pattern=args.group)
-        topics = [t.strip() for t in args.sample_topics.split(",") if t.strip()]
-        samples = sample_keys(settings, topics, args.sample_records) if topics else None
-    except (KafkaSettingsError, KafkaSourceError) as exc:
-        print(f"rebalance snapshot: error: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env(bootstrap_servers=args.bootstrap_servers)
+    if settings is None:
+        raise KafkaSettingsError(
+            "no Kafka configured: pass --bootstrap-servers or set "
+            "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID"
+        )
+    documents = pull_snapshots(settings, group_pattern=args.group)
+    topics = [t.strip() for t in args.sample_topics.split(",") if t.strip()]
+    samples = sample_keys(settings, topics, args.sample_records) if topics else None
     output = Path(args.output)
     if samples is not None:
         write_key_samples(samples, output.with_name(f"{output.stem}.key_samples.parquet"))
@@ -107,16 +115,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.config import Config
-    from jobs.io.kafka_settings import KafkaSettingsError
-    from jobs.io.kafka_source import KafkaSourceError
     from jobs.steps import publish
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
-    try:
-        result = pipeline.run(config, args.run_id or pipeline.new_run_id())
-    except (FileNotFoundError, KafkaSettingsError, KafkaSourceError) as e:
-        print(f"rebalance run: error: {e}", file=sys.stderr)
-        return 2
+    result = pipeline.run(config, args.run_id)
     print(
         f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
         f"{len(result.ingest.quarantined)} inputs quarantined"
@@ -137,9 +139,10 @@ def _add_sql(sub: argparse._SubParsersAction) -> None:
 
 def _sql(args: argparse.Namespace) -> int:
     from jobs.config import Config
+    from jobs.context import RunContext
     from jobs.steps.history import query
 
-    print(query(Config.from_env(lake=args.lake), args.query, args.limit))
+    print(query(RunContext.create(Config.from_env(lake=args.lake), trigger="sql"), args.query, args.limit))
     return 0
 
 
@@ -180,13 +183,14 @@ def _hash(args: argparse.Namespace) -> int:
     try:
         partitioner = get_partitioner(args.partitioner)
         keys = [bytes.fromhex(k) if args.hex else k.encode("utf-8") for k in args.keys]
+        rows = []
         for text, key in zip(args.keys, keys, strict=True):
             # murmur2 prints as the signed Java int Utils.murmur2 returns; the others as unsigned 32-bit
             h = murmur2(key) if partitioner.word_hash is MURMUR2 else partitioner.hash(key)
-            print(f"{text}\t{h}\t{partitioner.partition(key, args.partitions)}")
+            rows.append(f"{text}\t{h}\t{partitioner.partition(key, args.partitions)}")
     except ValueError as exc:
-        print(f"rebalance hash: error: {exc}", file=sys.stderr)
-        return 2
+        raise InputError(str(exc)) from None
+    print("\n".join(rows))
     return 0
 
 
@@ -200,22 +204,15 @@ def _add_skew(sub: argparse._SubParsersAction) -> None:
 
 
 def _skew(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from jobs.config import Config
-    from jobs.io.spark import get_spark
+    from jobs.context import RunContext
     from jobs.steps.skew import run
     from jobs.steps.skew_options import format_summary, options_from_args
 
-    config = Config.from_env(lake=args.lake)
-    try:
-        options = options_from_args(args)
-        run_id = args.run_id or f"skew-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-        summary = run(get_spark(config.spark_master), config, run_id, options)
-    except ValueError as exc:
-        print(f"rebalance skew: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"run {run_id}")
+    options = options_from_args(args)
+    ctx = RunContext.create(Config.from_env(lake=args.lake), args.run_id, trigger="skew")
+    summary = run(ctx, options)
+    print(f"run {ctx.run_id}")
     print(format_summary(summary))
     return 0
 
@@ -233,27 +230,19 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
 
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
-    from jobs.config import Config
+    from jobs.context import RunContext
     from jobs.steps.skew_options import parse_counts
-    from jobs.steps.what_if import ScenarioError
 
-    config = Config.from_env(strategies=args.strategies, lake=args.lake)
-    run_id = pipeline.new_run_id("what-if")
-    try:
-        pipeline.what_if_step(
-            config,
-            run_id,
-            args.group,
-            partitions=parse_counts(args.partitions),
-            add_members=args.add_members,
-            remove_members=[m for m in args.remove_members.split(",") if m],
-        )
-    except ScenarioError as e:
-        print(f"rebalance what-if: {e}", file=sys.stderr)
-        return 2
-    pipeline.plan_step(config, run_id, "manual")
-    pipeline.gate_step(config, run_id)
-    report = pipeline.publish_step(config, run_id)
+    params = {
+        "group": args.group,
+        "partitions": parse_counts(args.partitions, "--partitions"),
+        "add_members": args.add_members,
+        "remove_members": [m for m in args.remove_members.split(",") if m],
+    }
+    ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
+    for name in pipeline.WHAT_IF[:-1]:
+        pipeline.STEPS[name](ctx, params)
+    report = pipeline.publish(ctx, params)
     return 0 if all(r["status"] == "approved" for r in report) else 1
 
 
@@ -266,8 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; bad input or a failing outside system exits 2 with one line naming the cause."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except RebalanceError as e:
+        print(f"rebalance {args.command}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

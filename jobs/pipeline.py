@@ -1,24 +1,105 @@
-"""The pipeline's steps, each one call for an Airflow task or the CLI: ingest -> skew -> plan -> gate -> publish.
+"""The pipeline as a table of steps: the nightly run and the what-if run, each step one call for a task or the CLI.
 
-Steps share nothing but the lake, keyed by the run id, so each can run in its own process (an Airflow task) or
-all in one (`run`, used by `rebalance run` and the tests). Their return values are small, for XCom.
+Steps share nothing but the lake, keyed by the run id, so each can run in its own process (an Airflow task) or all
+in one (`run`, used by `rebalance run` and the tests). Their return values are small, for XCom. This module stays
+light to import (DAG files import it at parse time): the steps and Spark load only when a step runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any
 
 from jobs.config import Config
-from jobs.io.lake import Lake
-from jobs.io.spark import get_spark
-from jobs.steps import gate, ingest, plan, publish, what_if
-from jobs.steps import skew as key_skew
-from jobs.steps.ingest import IngestResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.context import RunContext
+    from jobs.steps.ingest import IngestResult
+
+NIGHTLY = ("ingest", "skew", "plan", "gate", "publish")
+WHAT_IF = ("scenario", "plan", "gate", "publish")
+
+
+def ingest(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Ingest the run's snapshots (Kafka or files); returns the groups and the quarantined sources."""
+    from jobs.steps import ingest
+
+    result = ingest.run(ctx)
+    return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
+
+
+def scenario(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Write a what-if scenario of one group (`params`: group, partitions, add_members, ...) as the run's snapshot."""
+    from jobs.steps import what_if
+
+    result = what_if.run(
+        ctx,
+        params["group"],
+        partitions=params.get("partitions") or {},
+        add_members=params.get("add_members") or 0,
+        remove_members=params.get("remove_members") or (),
+        snapshot_id=params.get("snapshot_id") or None,
+    )
+    return {"groups": result.groups, "quarantined": []}
+
+
+def skew(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Key skew of the run's key samples, if any; its per-partition loads weight the plans."""
+    from jobs.steps import skew
+    from jobs.steps.skew_options import SkewOptions, parse_what_if
+
+    what_if = parse_what_if(ctx.config.what_if) if ctx.config.what_if else ()
+    summary = skew.run(ctx, SkewOptions(sample_id=ctx.run_id, what_if=what_if))
+    return {"topics": sorted(set(summary.column("topic").to_pylist()))}
+
+
+def plan(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
+    """Plan every group of the run with each strategy, weighting partitions by the run's measured loads."""
+    from jobs.steps import plan, skew
+
+    return plan.run(ctx, weights=skew.partition_weights(ctx.lake, ctx.run_id))
+
+
+def gate(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
+    """Validate the run's chosen candidates with Great Expectations."""
+    from jobs.steps import gate
+
+    return gate.run(ctx)
+
+
+def publish(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Approve or reject the run's generations and print the report."""
+    from jobs.steps import publish
+
+    report = publish.run(ctx)
+    print(publish.format_report(report))
+    return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in report]
+
+
+STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
+    "ingest": ingest,
+    "scenario": scenario,
+    "skew": skew,
+    "plan": plan,
+    "gate": gate,
+    "publish": publish,
+}
+
+
+def run_step(name: str, params: Mapping[str, Any], run_id: str, trigger: str) -> Any:
+    """One step as an Airflow task runs it: settings from the environment, overridden by the run's params."""
+    from jobs.context import RunContext
+
+    ctx = RunContext.create(config_from_params(params), run_id, trigger=trigger)
+    return STEPS[name](ctx, params)
+
+
+def config_from_params(params: Mapping[str, Any]) -> Config:
+    """The environment's configuration with a run's non-empty params (snapshots, strategies, lake, what_if)."""
+    return Config.from_env(**{k: params.get(k) for k in ("snapshots", "strategies", "lake", "what_if")})
 
 
 @dataclass(frozen=True)
@@ -28,74 +109,15 @@ class PipelineResult:
     report: list[dict[str, Any]]
 
 
-def new_run_id(trigger: str = "manual") -> str:
-    """A run id in Airflow's style, e.g. manual__2026-11-21T02:00:00+00:00."""
-    return f"{trigger}__{datetime.now(UTC).isoformat(timespec='seconds')}"
+def run(
+    config: Config, run_id: str | None = None, *, trigger: str = "manual", spark: SparkSession | None = None
+) -> PipelineResult:
+    """Run every nightly step in one context; re-running the same run id rewrites the same rows."""
+    from jobs.context import RunContext
+    from jobs.steps import ingest, publish
 
-
-def ingest_step(config: Config, run_id: str) -> dict[str, Any]:
-    """Ingest the run's snapshots (Kafka or files); returns the groups and the quarantined sources."""
-    result = ingest.run(config, run_id)
-    return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
-
-
-def what_if_step(
-    config: Config,
-    run_id: str,
-    group_id: str,
-    *,
-    partitions: Mapping[str, int] | None = None,
-    add_members: int = 0,
-    remove_members: Sequence[str] = (),
-    snapshot_id: str | None = None,
-) -> dict[str, Any]:
-    """Write a what-if scenario of one group as the run's snapshot."""
-    result = what_if.run(
-        config,
-        run_id,
-        group_id,
-        partitions=partitions,
-        add_members=add_members,
-        remove_members=remove_members,
-        snapshot_id=snapshot_id,
-    )
-    return {"groups": result.groups, "quarantined": []}
-
-
-def skew_step(config: Config, run_id: str, spark: SparkSession | None = None) -> dict[str, Any]:
-    """Key skew of the run's key samples, if any; its per-partition loads weight the plans."""
-    from jobs.steps.skew_options import SkewOptions, parse_what_if
-
-    what_if_counts = parse_what_if(config.what_if) if config.what_if else ()
-    summary = key_skew.run(
-        spark or get_spark(config.spark_master), config, run_id, SkewOptions(sample_id=run_id, what_if=what_if_counts)
-    )
-    return {"topics": sorted(set(summary.column("topic").to_pylist()))}
-
-
-def plan_step(config: Config, run_id: str, trigger: str, spark: SparkSession | None = None) -> dict[str, int]:
-    """Plan every group of the run with each strategy, weighting partitions by the run's measured loads."""
-    weights = key_skew.partition_weights(Lake(config.lake), run_id)
-    return plan.run(spark or get_spark(config.spark_master), config, run_id, trigger=trigger, weights=weights)
-
-
-def gate_step(config: Config, run_id: str, spark: SparkSession | None = None) -> dict[str, bool]:
-    """Validate the run's chosen candidates with Great Expectations."""
-    return gate.run(spark or get_spark(config.spark_master), config, run_id)
-
-
-def publish_step(config: Config, run_id: str) -> list[dict[str, Any]]:
-    """Approve or reject the run's generations and print the report."""
-    report = publish.run(config, run_id)
-    print(publish.format_report(report))
-    return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in report]
-
-
-def run(config: Config, run_id: str, *, trigger: str = "manual", spark: SparkSession | None = None) -> PipelineResult:
-    """Run every step for one run id; re-running the same run id rewrites the same rows."""
-    ingested = ingest.run(config, run_id)
-    session = spark or get_spark(config.spark_master)
-    skew_step(config, run_id, session)
-    plan_step(config, run_id, trigger, session)
-    gate_step(config, run_id, session)
-    return PipelineResult(run_id, ingested, publish.run(config, run_id))
+    ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
+    ingested = ingest.run(ctx)
+    for name in NIGHTLY[1:-1]:
+        STEPS[name](ctx, {})
+    return PipelineResult(ctx.run_id, ingested, publish.run(ctx))

@@ -20,13 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from planner.coordinator import java_string_hash
+from planner.errors import InputError
 
 __all__ = ["Election", "InconsistentGroupProtocolError", "java_hashmap_order", "select_protocol"]
 
 INCONSISTENT_GROUP_PROTOCOL = 23  # org.apache.kafka.common.protocol.Errors
 
 
-class InconsistentGroupProtocolError(ValueError):
+class InconsistentGroupProtocolError(InputError):
     """Kafka's INCONSISTENT_GROUP_PROTOCOL (error code 23): a joining member supports no group protocol."""
 
     code = INCONSISTENT_GROUP_PROTOCOL

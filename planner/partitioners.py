@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.hashing import MURMUR2, NO_KEYED_PARTITION, WordHash, hash_words, key_buffers, murmur2
 
 __all__ = [
@@ -216,7 +217,7 @@ class Partitioner:
 def _check_count(num_partitions: int) -> None:
     """Every client rejects a topic without partitions before partitioning."""
     if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+        raise InputError(f"num_partitions must be positive, got {num_partitions}")
 
 
 def _murmur2_unsigned(key: bytes) -> int:
@@ -323,7 +324,7 @@ def get_partitioner(name: str) -> Partitioner:
     try:
         return PARTITIONERS[name]
     except KeyError:
-        raise ValueError(f"unknown partitioner {name!r}; known: {', '.join(sorted(PARTITIONERS))}") from None
+        raise InputError(f"unknown partitioner {name!r}; known: {', '.join(sorted(PARTITIONERS))}") from None
 
 
 def partition_key(name: str, key: bytes | None, num_partitions: int) -> int:

@@ -23,11 +23,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from planner.errors import SourceError
+
 TopicPartition = tuple[str, int]
 Strategy = Literal["range", "roundrobin", "sticky", "cooperative-sticky"]
 
 
-class DemoClusterError(RuntimeError):
+class DemoClusterError(SourceError):
     """The playground could not be started or did not settle in time."""
 
 

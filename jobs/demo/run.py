@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jobs.config import Config
 from jobs.io.airflow_env import configure, migrate_once
+from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
 from jobs.steps.history import register, text_table
 
@@ -56,7 +57,7 @@ def run_demo(config: Config, live: bool = True) -> int:
     if code:
         return code
     spark = get_spark(config.spark_master)
-    register(spark, config.with_overrides(lake=lake))  # the views read the lake's files as they are now
+    register(spark, Lake(lake))  # the views read the lake's files as they are now
     latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
     print("\nApproved generations of this run:")
     print(

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from planner.errors import InputError
+
 ENV_PREFIX = "REBALANCE_KAFKA_"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # kafka-python's user/password mechanisms
@@ -18,7 +20,7 @@ _SECRETS = ("sasl_password", "ssl_key_password")
 _INTS = ("request_timeout_ms", "connect_timeout_ms")
 
 
-class KafkaSettingsError(ValueError):
+class KafkaSettingsError(InputError):
     """Connection settings are missing or invalid; the message names the setting, never a secret's value."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.io.kafka_settings import KafkaSettings
+from planner.errors import SourceError
 from schemas.tables import KEY_SAMPLES
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconc
 CONSUMER_PROTOCOL = "consumer"
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(SourceError):
     """Pulling from Kafka failed; nothing was returned or written."""
 
 

@@ -12,27 +12,16 @@ Hashing is `planner.hashing.hash_words` over whole Arrow arrays, never per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.kernels.samples import SampleSource, read_units
 from planner.hashing import NO_KEYED_PARTITION, hash_words, key_buffers
 from planner.partitioners import PARTITIONERS, Partitioner, get_partitioner
-
-# Columns of the samples after jobs.steps.skew_input: one row per record (or per key with a `weight`). Weights are
-# fractional (a Kafka tail sample stands for retained messages / records read), so message counts are float64 throughout.
-SAMPLE_SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("key", pa.binary()),
-        ("weight", pa.float64()),
-        ("bytes", pa.int64()),
-        ("partition", pa.int32()),
-    ]
-)
 
 # Map-side output: key rows (fingerprint null) carry a key's partial sums; fingerprint rows (key null) carry
 # `messages` observed with a partition and `explained`, the part `fingerprint` puts in that same partition.
@@ -109,6 +98,29 @@ def placements(partitioner: Partitioner, keys: pa.Array, counts: Iterable[int]) 
         unkeyed = unkeyed | (np.diff(offsets) == 0)
     out[:, unkeyed] = NO_KEYED_PARTITION
     return out
+
+
+def map_kernel(
+    source: SampleSource, plans: Mapping[str, TopicPlan]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The map stage for mapInArrow: (uri, row_group) unit batches in, each unit's samples summed by `partial_keys`."""
+
+    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        wanted = ((u, g) for batch in batches for u, g in zip(*batch.to_pydict().values(), strict=True))
+        return partial_keys(read_units(source, wanted), plans)
+
+    return kernel
+
+
+def reduce_kernel(
+    plans: Mapping[str, TopicPlan], top_keys: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The reduce stage for mapInArrow: `key_metrics` bound to the run's plans."""
+
+    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return key_metrics(batches, plans, top_keys)
+
+    return kernel
 
 
 def partial_keys(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan]) -> Iterator[pa.RecordBatch]:

@@ -11,11 +11,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.config import Config
-from jobs.io.lake import Lake, rows_table
+from jobs.context import RunContext
+from jobs.io.lake import rows_table
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 
 
@@ -81,9 +81,9 @@ def validate(frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE) -> list[di
     ]
 
 
-def run(spark: SparkSession, config: Config, run_id: str) -> dict[str, bool]:
-    """Gate every generation planned by `run_id`; returns group -> passed and writes `gate_results`."""
-    lake = Lake(config.lake)
+def run(ctx: RunContext) -> dict[str, bool]:
+    """Gate every generation planned by `ctx.run_id`; returns group -> passed and writes `gate_results`."""
+    spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     if not generations:
         return {}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from jobs.config import Config
+from jobs.context import RunContext
 from jobs.io.lake import Lake
-from jobs.io.spark import get_spark
+from planner.errors import InputError
 
 # The chosen candidate of every generation, partition by partition: "what was group G assigned last Tuesday".
 ASSIGNMENT_HISTORY = """
@@ -17,21 +17,26 @@ JOIN plans p ON p.group_id = g.group_id AND p.generation_id = g.generation_id AN
 """
 
 
-def register(spark: SparkSession, config: Config) -> list[str]:
+def register(spark: SparkSession, lake: Lake) -> list[str]:
     """Register the lake's tables and the history view in `spark`; returns the view names."""
-    names = Lake(config.lake).register_views(spark)
+    names = lake.register_views(spark)
     spark.sql(ASSIGNMENT_HISTORY).createOrReplaceTempView("assignment_history")
     return [*names, "assignment_history"]
 
 
-def query(config: Config, sql: str, limit: int = 100, spark: SparkSession | None = None) -> str:
+def query(ctx: RunContext, sql: str, limit: int = 100) -> str:
     """Run one Spark SQL statement over the lake and format its first `limit` rows as a text table."""
-    session = spark or get_spark(config.spark_master)
-    register(session, config)
-    return text_table(session, sql, limit)
+    register(ctx.spark, ctx.lake)
+    return text_table(ctx.spark, sql, limit)
 
 
 def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
     """Run SQL over views already registered and format its first `limit` rows as a text table."""
-    frame = spark.sql(sql).limit(limit).toPandas()
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        frame = spark.sql(sql).limit(limit).toPandas()
+    except (ParseException, AnalysisException) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"the query is not valid Spark SQL: {first}") from None
     return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

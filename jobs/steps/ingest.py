@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import Config
+from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from jobs.validate import document_errors
+from planner.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -140,21 +142,18 @@ def ingest_documents(
 
 
 def run(
-    config: Config,
-    run_id: str,
+    ctx: RunContext,
     *,
     received_at: datetime | None = None,
     documents: Iterable[RawDocument] | None = None,
     source: str | None = None,
 ) -> IngestResult:
-    """Ingest snapshot `run_id`: given documents, else Kafka when bootstrap servers are configured, else files."""
-    lake = Lake(config.lake)
-    lake.create_all()
+    """Ingest snapshot `ctx.run_id`: given documents, else Kafka when bootstrap servers are configured, else files."""
     received_at = received_at or datetime.now(UTC)
     if documents is None:
-        documents, source = configured_documents(config, lake, run_id, received_at)
+        documents, source = configured_documents(ctx.config, ctx.lake, ctx.run_id, received_at)
     return ingest_documents(
-        lake, documents, snapshot_id=run_id, run_id=run_id, received_at=received_at, source=source or "file"
+        ctx.lake, documents, snapshot_id=ctx.run_id, run_id=ctx.run_id, received_at=received_at, source=source or "file"
     )
 
 
@@ -168,7 +167,7 @@ def configured_documents(
     if settings is None:
         files = snapshot_files(config.snapshots)
         if not files:
-            raise FileNotFoundError(
+            raise InputError(
                 f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
                 "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
             )

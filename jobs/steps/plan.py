@@ -1,6 +1,6 @@
 """Plan: one candidate assignment per group and strategy, computed by Spark one task per group.
 
-Extract the snapshot's members and partition counts, transform with `planner.assign` inside applyInPandas
+Extract the snapshot's members and partition counts, transform with `jobs.kernels.plan` inside applyInPandas
 (the planner is pure, so each group plans independently and in parallel), load `plans`, `plan_metrics` and a
 `generations` row per group. Generation ids are allocated under the lake lock: they increase per group, are never
 reused, and a re-run of the same run id gets the same ids back, so MERGE makes it idempotent.
@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.config import Config
+from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
+from jobs.kernels.plan import plan_kernel
 from schemas.tables import PLANS
 
 
@@ -63,84 +63,6 @@ def allocate_generations(
     return ids
 
 
-def compact_group(
-    members: pd.DataFrame, counts: Mapping[str, int], weights: Mapping[str, Sequence[float]]
-) -> dict[str, Any]:
-    """A group's snapshot rows in the planner's compact form; previous ownership is what members own now."""
-    subscribed = sorted({t for topics in members["topics"] for t in topics})
-    doc: dict[str, Any] = {"topics": {t: counts[t] for t in subscribed if t in counts}, "members": {}}
-    for row in members.itertuples(index=False):
-        owned = row.owned if len(row.owned) else row.assignment
-        generation = _value(row.kafka_generation)
-        doc["members"][row.member_id] = {
-            "topics": list(row.topics),
-            "owned": [[tp["topic"], int(tp["partition"])] for tp in owned],
-            "generation": None if generation is None else int(generation),
-            "group_instance_id": _value(row.group_instance_id),
-            "rack": _value(row.rack),
-        }
-    doc["loads"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
-    return doc
-
-
-_PLAN_DTYPES = {
-    "generation_id": "int64",
-    "group_id": object,
-    "strategy": object,
-    "topic": object,
-    "partition": "int32",
-    "member": object,
-    "previous_member": object,
-    "moved": bool,
-    "phase": object,
-    "weight": "float64",
-}
-
-
-def _value(cell: Any) -> Any:
-    """A pandas cell with its missing markers (None, NaN, NA) turned into None."""
-    return None if cell is None or pd.isna(cell) else cell
-
-
-def plan_rows(
-    members: pd.DataFrame,
-    strategies: Sequence[str],
-    generation_id: int,
-    counts: Mapping[str, int],
-    weights: Mapping[str, Sequence[float]],
-) -> pd.DataFrame:
-    """Every strategy's candidate for one group as `plans` rows (the transform applied per group)."""
-    from planner import assign
-
-    group_id = members["group_id"].iloc[0]
-    members = members[members["member_id"] != ""].sort_values("member_id")
-    doc = compact_group(members, counts, weights)
-    current = {
-        (tp["topic"], int(tp["partition"])): row.member_id
-        for row in members.itertuples(index=False)
-        for tp in row.assignment
-    }
-    frames = []
-    for strategy in strategies:
-        result = assign(strategy, doc)
-        # Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in
-        # the follow-up one, so its target owner does not get it now.
-        now = {(t, p, m) for m, tps in result.assignment.items() for t, p in tps}
-        rows = [(topic, partition, member) for member, tps in result.target.items() for topic, partition in tps]
-        frame = pd.DataFrame(rows, columns=["topic", "partition", "member"])
-        frame["previous_member"] = [current.get((t, p)) for t, p, _ in rows]
-        frame["moved"] = frame["previous_member"].notna() & (frame["previous_member"] != frame["member"])
-        frame["phase"] = ["assign" if row in now else "revoke" for row in rows]
-        frame["weight"] = [float(weights[t][p]) if t in weights and p < len(weights[t]) else 1.0 for t, p, _ in rows]
-        frame["strategy"] = strategy
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PLANS.schema.names)
-    out["generation_id"] = generation_id
-    out["group_id"] = group_id
-    # Plain numpy/object dtypes: pandas 3's Arrow-backed strings reach Spark's serializer as chunked arrays.
-    return out[PLANS.schema.names].astype(_PLAN_DTYPES)
-
-
 def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
     """`plan_metrics` from the plans: count spread and max/mean load over all members, moves, stickiness."""
     members = (
@@ -180,17 +102,13 @@ def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
 
 
 def run(
-    spark: SparkSession,
-    config: Config,
-    run_id: str,
+    ctx: RunContext,
     *,
-    trigger: str = "scheduled",
     weights: Mapping[str, Sequence[float]] | None = None,
     created_at: datetime | None = None,
 ) -> dict[str, int]:
-    """Plan every group of snapshot `run_id` with each configured strategy; returns group -> generation id."""
-    lake = Lake(config.lake)
-    lake.create_all()
+    """Plan every group of snapshot `ctx.run_id` with each configured strategy; returns group -> generation id."""
+    spark, lake, run_id, config, trigger = ctx.spark, ctx.lake, ctx.run_id, ctx.config, ctx.trigger
     snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
     groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
     if not groups:
@@ -215,14 +133,11 @@ def run(
         created_at or datetime.now(UTC),
     )
     generation_of = F.create_map(*[x for g in groups for x in (F.lit(g), F.lit(ids[g]))])
-
-    def transform(members: pd.DataFrame) -> pd.DataFrame:
-        return plan_rows(members, strategies, int(members["generation_id"].iloc[0]), counts, weights)
-
+    kernel = plan_kernel(strategies, counts, weights)  # executors import only the shipped jobs.kernels
     plans = (
         snapshot.withColumn("generation_id", generation_of[F.col("group_id")])
         .groupBy("group_id")
-        .applyInPandas(transform, schema=from_arrow_schema(PLANS.schema))
+        .applyInPandas(kernel, schema=from_arrow_schema(PLANS.schema))
         .cache()
     )
     lake.merge("plans", plans.toArrow())

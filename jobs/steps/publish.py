@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from jobs.config import Config
-from jobs.io.lake import Lake, rows_table
+from jobs.context import RunContext
+from jobs.io.lake import rows_table
 
 
-def run(config: Config, run_id: str) -> list[dict[str, Any]]:
-    """Set the status and gate summary of every generation of `run_id`; returns the report rows."""
-    lake = Lake(config.lake)
+def run(ctx: RunContext) -> list[dict[str, Any]]:
+    """Set the status and gate summary of every generation of `ctx.run_id`; returns the report rows."""
+    lake, run_id = ctx.lake, ctx.run_id
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     ids = [g["generation_id"] for g in generations]
     results: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)

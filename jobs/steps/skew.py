@@ -20,10 +20,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.config import Config
+from jobs.context import RunContext, new_run_id
 from jobs.io.lake import Lake
-from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, key_metrics, partial_keys
-from jobs.steps.skew_input import SampleSource, read_units, resolve
+from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, map_kernel, reduce_kernel
+from jobs.kernels.samples import SampleSource
+from jobs.steps.skew_input import resolve
 from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
+from planner.errors import InputError
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
 
@@ -43,14 +46,14 @@ class SkewResult:
 def topic_plans(counts: Mapping[str, int], options: SkewOptions) -> dict[str, TopicPlan]:
     """Each topic's partitioner and candidate counts (current first, then the what-ifs that differ)."""
     for name in {options.partitioner, *options.partitioners.values()}:
-        get_partitioner(name)  # ValueError naming the known partitioners
+        get_partitioner(name)  # InputError naming the known partitioners
     bad = sorted(n for n in options.what_if if n <= 0)
     if bad:
-        raise ValueError(f"what-if partition counts must be positive, got {bad}")
+        raise InputError(f"what-if partition counts must be positive, got {bad}")
     plans = {}
     for topic, current in counts.items():
         if current <= 0:
-            raise ValueError(f"topic {topic!r}: partition count must be positive, got {current}")
+            raise InputError(f"topic {topic!r}: partition count must be positive, got {current}")
         whatif = [n for n in dict.fromkeys(options.what_if) if n != current]
         plans[topic] = TopicPlan(options.partitioners.get(topic, options.partitioner), (current, *whatif))
     return plans
@@ -68,21 +71,14 @@ def measure(
         {"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]},
         schema=pa.schema([("uri", pa.string()), ("row_group", pa.int32())]),
     )
-    tasks = max(1, min(len(source.units), 4 * spark.sparkContext.defaultParallelism))
-
-    def map_side(batches):
-        wanted = ((u, g) for batch in batches for u, g in zip(*batch.to_pydict().values(), strict=True))
-        return partial_keys(read_units(source, wanted), plans)
-
-    def reduce_side(batches):
-        return key_metrics(batches, plans, top_keys)
-
+    tasks = max(1, min(len(source.units), shuffle_partitions))
+    # The kernels come from `jobs.kernels`, so executors import the shipped kernels, never this module's lake.
     return (
         spark.createDataFrame(units)
         .repartition(tasks)
-        .mapInArrow(map_side, from_arrow_schema(PARTIAL_SCHEMA))
+        .mapInArrow(map_kernel(source, plans), from_arrow_schema(PARTIAL_SCHEMA))
         .repartition(shuffle_partitions, "topic", "key")
-        .mapInArrow(reduce_side, from_arrow_schema(METRICS_SCHEMA))
+        .mapInArrow(reduce_kernel(plans, top_keys), from_arrow_schema(METRICS_SCHEMA))
     )
 
 
@@ -249,8 +245,8 @@ def compute(
     spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], options: SkewOptions
 ) -> SkewResult:
     """The transform: samples -> the four result frames (the metrics are materialized once; they are small)."""
-    # One reduce task per sample row group (at least 4 per core): each holds its keys' totals in memory.
-    partitions = max(8, 4 * spark.sparkContext.defaultParallelism, len(source.units))
+    # One reduce task per sample row group (at least the session's shuffle partitions): each holds its keys' totals.
+    partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions") or 8), len(source.units))
     metrics = measure(spark, source, plans, top_keys=options.top_keys, shuffle_partitions=partitions).localCheckpoint()
     per_partition = loads(metrics, plans)
     hot = hot_keys(metrics, per_partition, options.top_keys)
@@ -270,18 +266,10 @@ def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[
     return {r["topic"]: int(r["n"]) for r in rows}
 
 
-def run(
-    spark: SparkSession,
-    config: Config,
-    run_id: str,
-    options: SkewOptions | None = None,
-    *,
-    computed_at: datetime | None = None,
-) -> pa.Table:
-    """Measure key skew for run `run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
+def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> pa.Table:
+    """Measure key skew for run `ctx.run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
     options = options or SkewOptions()
-    lake = Lake(config.lake)
-    lake.create_all()
+    spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
@@ -317,14 +305,11 @@ def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """spark-submit entry point: run the job with the environment's configuration and print the summary."""
-    from jobs.io.spark import get_spark
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    config = Config.from_env()
-    run_id = args.run_id or f"skew-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    print(format_summary(run(get_spark(config.spark_master), config, run_id, options_from_args(args))))
+    ctx = RunContext.create(Config.from_env(), args.run_id or new_run_id("skew"))
+    print(format_summary(run(ctx, options_from_args(args))))
     return 0
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.errors import InputError
 from planner.partitioners import PARTITIONERS
 
 JAVA_PARTITIONER = "murmur2"
@@ -27,13 +28,13 @@ class SkewOptions:
     java_threshold: float = 0.99  # murmur2 must explain this share of observed records to be Java-compatible
 
 
-def parse_counts(text: str) -> dict[str, int]:
-    """'orders=12,refunds=4' -> {'orders': 12, 'refunds': 4}."""
+def parse_counts(text: str, what: str = "--partitions") -> dict[str, int]:
+    """'orders=12,refunds=4' -> {'orders': 12, 'refunds': 4}; `what` names the option in errors."""
     counts = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         topic, sep, n = item.rpartition("=")
         if not sep or not topic or not n.strip().isdigit():
-            raise ValueError(f"expected TOPIC=N, got {item!r}")
+            raise InputError(f"{what}: expected TOPIC=N with N a whole number, got {item!r}")
         counts[topic.strip()] = int(n)
     return counts
 
@@ -50,7 +51,7 @@ def parse_what_if(text: str) -> tuple[int, ...]:
             else:
                 counts.add(int(span))
         except ValueError:
-            raise ValueError(f"expected N, A-B or A-B:STEP, got {item!r}") from None
+            raise InputError(f"--what-if: expected N, A-B or A-B:STEP, got {item!r}") from None
     return tuple(sorted(counts))
 
 
@@ -132,12 +133,12 @@ def parse_pair(text: str) -> tuple[str, str]:
     """'NAME=SOURCE' -> (NAME, SOURCE)."""
     name, sep, source = text.partition("=")
     if not sep or not name or not source:
-        raise ValueError(f"expected NAME=SOURCE, got {text!r}")
+        raise InputError(f"--column: expected NAME=SOURCE, got {text!r}")
     return name.strip(), source.strip()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job's options, shared by `rebalance skew` and `spark-submit jobs/key_skew.py`."""
+    """The job's options, shared by `rebalance skew` and `spark-submit jobs/steps/skew.py`."""
     parser.add_argument(
         "--input", help="Parquet file/directory or Delta table of samples (default: the lake's latest key_samples set)"
     )

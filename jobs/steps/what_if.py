@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobs.config import Config
+from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.steps import ingest
 from jobs.steps.ingest import IngestResult, RawDocument
+from planner.errors import InputError
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A what-if request that cannot describe a real group (names the parameter and the problem)."""
 
 
@@ -105,8 +106,7 @@ def apply(
 
 
 def run(
-    config: Config,
-    run_id: str,
+    ctx: RunContext,
     group_id: str,
     *,
     partitions: Mapping[str, int] | None = None,
@@ -115,17 +115,15 @@ def run(
     snapshot_id: str | None = None,
     received_at: datetime | None = None,
 ) -> IngestResult:
-    """Write the scenario as snapshot `run_id` (source what-if); plan, gate and publish then treat it as any run."""
-    lake = Lake(config.lake)
-    lake.create_all()
+    """Write the scenario as snapshot `ctx.run_id` (source what-if); plan, gate and publish then treat it as any run."""
     doc = apply(
-        latest_document(lake, group_id, snapshot_id),
+        latest_document(ctx.lake, group_id, snapshot_id),
         partitions=partitions,
         add_members=add_members,
         remove_members=remove_members,
     )
     raw = RawDocument(f"what-if:{group_id}", json.dumps(doc), doc=doc)
-    result = ingest.run(config, run_id, received_at=received_at, documents=[raw], source="what-if")
+    result = ingest.run(ctx, received_at=received_at, documents=[raw], source="what-if")
     if result.quarantined:
         raise ScenarioError(result.quarantined[0][1])
     return result

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.group import GroupSpec
 
 RebalanceProtocol = Literal["eager", "cooperative"]
@@ -42,17 +43,17 @@ def load(strategy: str) -> Assignor:
     """The assignor for a built-in name or a `package.module:Class` plug-in (built with no arguments)."""
     module_name, sep, attr = BUILTIN.get(strategy, strategy).partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"unknown strategy {strategy!r}: use {sorted(BUILTIN)} or package.module:Class")
+        raise InputError(f"unknown strategy {strategy!r}: use {sorted(BUILTIN)} or package.module:Class")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load assignor {strategy!r}: {e}") from e
+        raise InputError(f"cannot load assignor {strategy!r}: {e}") from e
     try:
         assignor = cls()
     except TypeError as e:
-        raise ValueError(f"cannot build assignor {strategy!r} with no arguments: {e}") from e
+        raise InputError(f"cannot build assignor {strategy!r} with no arguments: {e}") from e
     if not callable(getattr(assignor, "assign", None)):
-        raise ValueError(f"assignor {strategy!r} has no assign(group) method")
+        raise InputError(f"assignor {strategy!r} has no assign(group) method")
     return assignor
 
 

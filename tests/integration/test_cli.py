@@ -36,3 +36,25 @@ def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):
 def test_hash_prints_key_hash_and_partition(capsys):
     assert main(["hash", "--partitions", "12", "order-1"]) == 0
     assert capsys.readouterr().out.split() == ["order-1", "1221710326", "10"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["what-if", "--group", "payments", "--partitions", "orders=x"], "--partitions: expected TOPIC=N"),
+        (["what-if", "--group", "nope"], "no snapshot of group 'nope'"),
+        (["sql", "SELEC group_id FROM generations"], "not valid Spark SQL"),
+        (["assign", "--strategy", "no-such-assignor", "{path}"], "unknown strategy 'no-such-assignor'"),
+        (["assign", "does-not-exist.json"], "does-not-exist.json: No such file or directory"),
+        (["hash", "--partitions", "0", "k"], "num_partitions must be positive"),
+        (["skew", "--what-if", "a-b"], "--what-if: expected N, A-B or A-B:STEP"),
+    ],
+)
+def test_user_errors_exit_2_with_the_input_named_and_no_traceback(argv, named, spark, tmp_path, capsys, monkeypatch):
+    group = tmp_path / "group.json"
+    group.write_text('{"topics": {"t": 2}, "members": {"m": {"topics": ["t"]}}}')
+    monkeypatch.setenv("REBALANCE_LAKE", str(tmp_path / "lake"))
+    assert main([a.replace("{path}", str(group)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+    assert err.startswith(f"rebalance {argv[0]}: error: ")

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from jobs.config import Config
+from jobs.context import RunContext
 from jobs.steps import ingest
+from planner.errors import InputError
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
@@ -30,7 +32,7 @@ def group(group_id: str, **extra) -> dict:
 
 
 def run(lake, pattern, run_id="run-1") -> ingest.IngestResult:
-    return ingest.run(Config(lake=str(lake.root), snapshots=str(pattern)), run_id, received_at=NOW)
+    return ingest.run(RunContext.create(Config(lake=str(lake.root), snapshots=str(pattern)), run_id), received_at=NOW)
 
 
 def test_demo_snapshots_land_in_the_lake_and_the_truncated_file_in_quarantine(lake):
@@ -116,5 +118,5 @@ def test_an_empty_group_is_recorded_with_its_state(lake, tmp_path):
 
 
 def test_no_matching_files_is_a_clear_error(lake, tmp_path):
-    with pytest.raises(FileNotFoundError, match="no snapshot files match"):
+    with pytest.raises(InputError, match="no snapshot files match"):
         run(lake, tmp_path / "missing-*.json")

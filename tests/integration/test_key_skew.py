@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.config import Config
-from jobs.kernels.key_skew import SAMPLE_SCHEMA, TopicPlan, key_metrics, partial_keys, placements
+from jobs.context import RunContext
+from jobs.kernels.key_skew import TopicPlan, key_metrics, partial_keys, placements
+from jobs.kernels.samples import SAMPLE_SCHEMA
 from jobs.steps.skew import partition_weights, run, topic_plans
 from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
 from planner.partitioners import PARTITIONERS, partition_key
@@ -145,7 +147,7 @@ def measured(spark, records, tmp_path_factory: pytest.TempPathFactory):
     path = root / "samples.parquet"
     pq.write_table(pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA), path)
     options = SkewOptions(partitions=COUNTS, partitioners=PARTITIONER, what_if=WHAT_IF, top_keys=3, input=str(path))
-    summary = run(spark, Config(lake=str(lake.root)), "run-1", options)
+    summary = run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
     return summary.to_pylist(), lake, options
 
 
@@ -252,7 +254,7 @@ def test_partition_weights_and_idempotent_rerun(spark, measured):
         r["load"] for r in sorted(rows, key=lambda r: r["partition"]) if r["topic"] == "orders"
     ]
     before = {name: lake.read_arrow(name).num_rows for name in ("key_skew", "key_skew_summary")}
-    run(spark, Config(lake=str(lake.root)), "run-1", options)
+    run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
     assert {name: lake.read_arrow(name).num_rows for name in before} == before
 
 
@@ -262,7 +264,8 @@ def test_partition_weights_and_idempotent_rerun(spark, measured):
 def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
 
-    from jobs.steps.skew_input import SampleInputError, read_units, resolve
+    from jobs.kernels.samples import read_units
+    from jobs.steps.skew_input import SampleInputError, resolve
 
     data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
     write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
@@ -288,7 +291,8 @@ def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
 def test_lake_samples_use_the_newest_sample_set(lake):
     from datetime import UTC, datetime
 
-    from jobs.steps.skew_input import read_units, resolve
+    from jobs.kernels.samples import read_units
+    from jobs.steps.skew_input import resolve
 
     def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
         return pa.Table.from_pylist(
@@ -356,7 +360,7 @@ def test_cli_skew_prints_summary(lake_env, tmp_path: Path, capsys):
 def test_nightly_defaults_read_the_lake(spark, lake):
     from datetime import UTC, datetime
 
-    summary = run(spark, Config(lake=str(lake.root)), "nightly-1")
+    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-1", spark=spark))
     assert summary.num_rows == 0 and lake.read_arrow("key_skew").num_rows == 0
     assert partition_weights(lake, "nightly-1") == {}
     # Samples but no snapshot of their topics: every topic reports the missing partition count.
@@ -378,10 +382,15 @@ def test_nightly_defaults_read_the_lake(spark, lake):
             schema=lake.read_arrow("key_samples").schema,
         ),
     )
-    summary = run(spark, Config(lake=str(lake.root)), "nightly-2").to_pylist()
+    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-2", spark=spark)).to_pylist()
     assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
         ("a", 0, True),
         ("b", 0, True),
     ]
     # The DAG passes its own run's sample set: a run that sampled nothing measures nothing.
-    assert run(spark, Config(lake=str(lake.root)), "nightly-3", SkewOptions(sample_id="nightly-3")).num_rows == 0
+    assert (
+        run(
+            RunContext.create(Config(lake=str(lake.root)), "nightly-3", spark=spark), SkewOptions(sample_id="nightly-3")
+        ).num_rows
+        == 0
+    )

@@ -11,7 +11,8 @@ from deltalake import DeltaTable
 
 from jobs import pipeline
 from jobs.config import Config
-from jobs.io.lake import rows_table
+from jobs.context import RunContext
+from jobs.io.lake import Lake, rows_table
 from jobs.steps import gate, history, ingest, plan, publish
 from planner import assign
 from planner.group import from_snapshot
@@ -86,8 +87,9 @@ def test_generation_ids_are_never_reused_even_when_a_group_skips_a_run(lake):
 
 
 def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config):
-    ingest.run(config, "run-1", received_at=T0)
-    ids = plan.run(spark, config, "run-1")
+    ctx = RunContext.create(config, "run-1", trigger="scheduled", spark=spark)
+    ingest.run(ctx, received_at=T0)
+    ids = plan.run(ctx)
     table = DeltaTable(lake.path("plans"))
     # Drop one inventory partition and hand another to a member that does not subscribe to its topic.
     table.delete("group_id = 'inventory' AND topic = 'stock' AND partition = 5")
@@ -110,7 +112,7 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
             ],
         ),
     )
-    passed = gate.run(spark, config, "run-1")
+    passed = gate.run(ctx)
     assert passed == {
         "audit-archiver": True,
         "clickstream-etl": True,
@@ -118,7 +120,7 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
         "payments": True,
         "shipping": True,
     }
-    report = {r["group_id"]: r for r in publish.run(config, "run-1")}
+    report = {r["group_id"]: r for r in publish.run(ctx)}
     assert report["inventory"]["status"] == "rejected" and report["payments"]["status"] == "approved"
     assert report["inventory"]["gate_summary"] == (
         "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "
@@ -133,11 +135,10 @@ def test_history_is_queryable_with_spark_sql(spark, lake, config):
     pipeline.run(config, "run-1", spark=spark)
     pipeline.run(config, "run-2", spark=spark)
     text = history.query(
-        config,
+        RunContext.create(config, spark=spark),
         "SELECT group_id, count(DISTINCT generation_id) AS generations, "
         "count(*) AS rows FROM assignment_history WHERE group_id = 'payments' "
         "GROUP BY group_id",
-        spark=spark,
     )
     assert text.split("\n")[1].split() == ["payments", "2", "32"]
 
@@ -212,5 +213,5 @@ def test_with_the_delta_connector_tables_are_catalog_delta_tables(spark, lake, c
     from delta.tables import DeltaTable as SparkDeltaTable
 
     pipeline.run(config, "run-1", spark=spark)
-    history.register(spark, config)
+    history.register(spark, Lake(config.lake))
     assert SparkDeltaTable.forName(spark, "generations").toDF().count() == 5

@@ -9,6 +9,7 @@ import pytest
 
 from jobs import pipeline
 from jobs.config import Config
+from jobs.context import RunContext
 from jobs.steps import ingest, what_if
 from jobs.steps.what_if import ScenarioError
 
@@ -18,7 +19,7 @@ T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 
 @pytest.fixture
 def config(lake) -> Config:
-    ingest.run(Config(lake=str(lake.root), snapshots=str(DEMO)), "nightly-1", received_at=T0)
+    ingest.run(RunContext.create(Config(lake=str(lake.root), snapshots=str(DEMO)), "nightly-1"), received_at=T0)
     return Config(lake=str(lake.root), strategies=("range", "cooperative-sticky"))
 
 
@@ -67,31 +68,31 @@ def test_apply_changes_counts_and_members():
 )
 def test_impossible_scenarios_are_rejected_with_the_parameter_named(lake, config, kwargs, message):
     with pytest.raises(ScenarioError) as error:
-        what_if.run(config, "what-if-1", "payments", **kwargs)
+        what_if.run(RunContext.create(config, "what-if-1"), "payments", **kwargs)
     assert str(error.value) == message
     assert lake.read_arrow("snapshots", [("snapshot_id", "=", "what-if-1")]).num_rows == 0
 
 
 def test_an_unknown_group_is_a_clear_error(lake, config):
     with pytest.raises(ScenarioError, match="group: no snapshot of group 'nope' in the lake"):
-        what_if.run(config, "what-if-1", "nope")
+        what_if.run(RunContext.create(config, "what-if-1"), "nope")
 
 
 @pytest.mark.spark
 def test_a_scenario_is_planned_gated_and_published_as_a_new_generation(spark, lake, config):
     pipeline.run(config.with_overrides(snapshots=str(DEMO)), "nightly-2", spark=spark)
+    ctx = RunContext.create(config, "what-if-1", spark=spark)
     what_if.run(
-        config,
-        "what-if-1",
+        ctx,
         "payments",
         partitions={"orders": 24},
         add_members=1,
         remove_members=["payments-3-07aa35"],
         received_at=T0,
     )
-    pipeline.plan_step(config, "what-if-1", "manual", spark)
-    pipeline.gate_step(config, "what-if-1", spark)
-    (report,) = pipeline.publish_step(config, "what-if-1")
+    pipeline.plan(ctx, {})
+    pipeline.gate(ctx, {})
+    (report,) = pipeline.publish(ctx, {})
     assert report == {"group_id": "payments", "generation_id": 2, "status": "approved"}
     plans = [r for r in lake.read_arrow("plans").to_pylist() if r["generation_id"] == 2]
     chosen = {

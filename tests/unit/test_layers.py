@@ -1,0 +1,64 @@
+"""Layer rules: executor kernels import only the pure domain and NumPy / pandas / pyarrow; DAG files parse light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+KERNELS = sorted(p.stem for p in (REPO / "jobs" / "kernels").glob("*.py") if p.stem != "__init__")
+
+# What a Spark worker does not have: the lake, Kafka clients, Airflow, GX, and every driver-side part of `jobs`.
+FORBIDDEN = (
+    "deltalake",
+    "kafka",
+    "confluent_kafka",
+    "airflow",
+    "great_expectations",
+    "jobs.io",
+    "jobs.steps",
+    "jobs.demo",
+    "jobs.cli",
+    "jobs.context",
+    "jobs.pipeline",
+    "jobs.config",
+)
+
+
+def _import_with_forbidden(module: str, forbidden: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """Import `module` in a fresh interpreter where importing any `forbidden` package fails loudly."""
+    code = textwrap.dedent(
+        f"""
+        import importlib, sys
+        FORBIDDEN = {forbidden!r}
+
+        class Deny:
+            def find_spec(self, name, path=None, target=None):
+                if any(name == f or name.startswith(f + ".") for f in FORBIDDEN):
+                    raise ImportError(f"forbidden import {{name}}")
+                return None
+
+        sys.meta_path.insert(0, Deny())
+        importlib.import_module({module!r})
+        """
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+
+
+def test_the_kernel_folder_is_not_empty() -> None:
+    assert {"key_skew", "plan", "samples"} <= set(KERNELS)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernels_import_only_the_pure_domain(kernel: str) -> None:
+    result = _import_with_forbidden(f"jobs.kernels.{kernel}", FORBIDDEN)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_rule_catches_a_forbidden_import() -> None:
+    result = _import_with_forbidden("jobs.steps.plan", FORBIDDEN)
+    assert result.returncode != 0 and "forbidden import" in result.stderr
