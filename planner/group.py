@@ -311,9 +311,12 @@ def previous_owners(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:
     live = subscribed_topics(group)[group.topic_of(group.claim_partition)]
     parts, members = group.claim_partition[live], group.claim_member[live]
     generation = group.generations[members]
-    best = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(best, parts, generation)
-    top = generation == best[parts]  # claims made in their partition's highest claimed generation
+    if len(generation) == 0 or generation.min() == generation.max():
+        top = np.ones(len(parts), dtype=bool)  # one generation for all: skip the (slow) unbuffered maximum.at
+    else:
+        best = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(best, parts, generation)
+        top = generation == best[parts]  # claims made in their partition's highest claimed generation
     multiple = np.bincount(parts[top], minlength=n) > 1
     owner = np.full(n, -1, dtype=np.int32)
     owner[parts[top]] = members[top]
