@@ -24,6 +24,7 @@ PLOTLY_SRC = "../plotly.min.js"
 MOVES_SHOWN = 1000
 DETAIL_ROWS_SHOWN = 50
 JSON_COLUMNS = frozenset({"details"})
+RUN_WIDE = frozenset({"changes", "weighted_topics"})
 PERCENT_COLUMNS = frozenset({"share", "keys_remapped_share", "traffic_remapped_share", "stickiness", "hot_key_share"})
 
 CSS = """
@@ -175,7 +176,8 @@ def render_groups(groups: pd.DataFrame, links: Mapping[str, str]) -> str:
 def _trigger(report: GenerationReport) -> str:
     """What started this planning run and what it was asked to do."""
     why = TRIGGERS.get(report.trigger, "")
-    parameters = ((k.replace("_", " "), v) for k, v in report.parameters.items() if k != "changes")
+    # weighted_topics covers the whole run; the load section names this group's sources.
+    parameters = ((k.replace("_", " "), v) for k, v in report.parameters.items() if k not in RUN_WIDE)
     body = _meta([("Trigger", report.trigger), *parameters])
     if report.changes not in (None, "", [], {}):
         body += "<h3>Changes since the last generation</h3>" + _value(report.changes)

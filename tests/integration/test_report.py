@@ -1,0 +1,408 @@
+"""The HTML report over a lake built by the real pipeline, checked as data and opened in a real headless Chromium.
+
+The browser is Debian's chromium driven over the Chrome DevTools Protocol on 127.0.0.1; screenshots are kept in
+tests/artifacts/report/.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from jobs import pipeline
+from jobs.config import Config
+from jobs.context import RunContext
+from jobs.io.lake import Lake, rows_table
+from jobs.report import collect, render_generation, write_reports
+from jobs.report.collect import history
+from jobs.report.reader import indexed
+from jobs.report.write import NAME_MAX, folder_name
+from jobs.steps import gate, ingest, plan, publish
+from planner.errors import InputError
+
+pytestmark = pytest.mark.spark
+
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report"
+CHROMIUM = Path("/usr/bin/chromium")
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+ODD = "ops/<script>alert(1)</script> & 'q' \"d\" 100%.."
+ODD_MEMBERS = ["<b>m1</b>", "m&2"]
+ODD_GROUP = {
+    "group_id": ODD,
+    "captured_at": "2026-11-21T02:00:09Z",
+    "state": "Stable",
+    "protocol": "range",
+    "generation": 2,
+    "topics": {"odd-events": 4},
+    "members": [
+        {"member_id": ODD_MEMBERS[0], "topics": ["odd-events"], "assignment": [["odd-events", p] for p in range(4)]},
+        {"member_id": ODD_MEMBERS[1], "topics": ["odd-events"], "assignment": []},
+    ],
+    "offsets": [{"topic": "odd-events", "partition": 3, "committed": 5, "end": 905}],
+}
+
+
+@pytest.fixture(scope="module")
+def built(spark, tmp_path_factory) -> tuple[Lake, Path]:
+    """The demo files plus a group with an awkward id; key samples with a hot key (what-if 12, 16); run-2 rejected."""
+    root = tmp_path_factory.mktemp("report")
+    files = root / "snapshots"
+    shutil.copytree(DEMO, files)
+    (files / "odd.json").write_text(json.dumps(ODD_GROUP))
+    lake = Lake(root / "lake")
+    lake.create_all()
+    keys = [f"tenant-{i % 7}".encode() for i in range(200)] + [b"hot"] * 300 + [b"\xff\x00bin"] * 40
+    samples = [
+        {"sample_id": "run-1", "topic": "clicks", "partition": 0, "offset": i, "key": k, "value_size": 10}
+        | {"timestamp": T0, "weight": 3.0}
+        for i, k in enumerate(keys)
+    ]
+    lake.merge("key_samples", rows_table("key_samples", samples))
+    config = Config(lake=str(lake.root), snapshots=str(files), what_if="12,16")
+    pipeline.run(config, "run-1", spark=spark)
+    # run-2: the same groups, with one inventory partition dropped from every candidate before the gate.
+    ctx = RunContext.create(config, "run-2", trigger="scheduled", spark=spark)
+    ingest.run(ctx, received_at=T0)
+    ids = plan.run(ctx)
+    DeltaTable(lake.path("plans")).delete(
+        f"group_id = 'inventory' AND generation_id = {ids['inventory']} AND topic = 'stock' AND partition = 5"
+    )
+    gate.run(ctx)
+    publish.run(ctx)
+    out = root / "reports"
+    write_reports(lake.read_arrow, out)
+    return lake, out
+
+
+def rows(lake: Lake, name: str, **equal: Any) -> list[dict[str, Any]]:
+    return [r for r in lake.read_arrow(name).to_pylist() if all(r[k] == v for k, v in equal.items())]
+
+
+def generations(lake: Lake) -> list[tuple[str, int]]:
+    return sorted((r["group_id"], r["generation_id"]) for r in lake.read_arrow("generations").to_pylist())
+
+
+def expected_marks(lake: Lake, group: str, generation: int) -> dict[str, list[int]]:
+    """Marks each chart must draw, counted from the lake's tables directly: partitions, members, counts."""
+    gen = rows(lake, "generations", group_id=group, generation_id=generation)[0]
+    snapshot = rows(lake, "snapshots", group_id=group, snapshot_id=gen["snapshot_id"])
+    members = {r["member_id"] for r in snapshot if r["member_id"]}
+    topics = sorted({t for r in snapshot for t in r["topics"]})
+    counts = {r["topic"]: r["partition_count"] for r in rows(lake, "topic_partitions", snapshot_id=gen["snapshot_id"])}
+    strategies = {r["strategy"] for r in rows(lake, "plan_metrics", group_id=group, generation_id=generation)}
+    marks = {
+        "chart-load": [counts[t] for t in topics],
+        "chart-members": [len(members)] * (1 + len(strategies)),
+        "chart-lag": [len(members)] * 2,
+    }
+    skew = [r for r in rows(lake, "key_skew", run_id=gen["run_id"]) if r["topic"] in topics]
+    for i, topic in enumerate(sorted({r["topic"] for r in skew})):
+        marks[f"chart-what-if-{i}"] = sorted({r["partition_count"] for r in skew if r["topic"] == topic})
+    return marks
+
+
+def test_every_generation_has_a_page_every_group_an_index_and_plotly_is_shipped_once(built):
+    lake, out = built
+    pages = {p.relative_to(out).as_posix() for p in out.rglob("*.html")}
+    groups = sorted({g for g, _ in generations(lake)})
+    assert pages == {
+        "index.html",
+        *(f"{folder_name(g)}/index.html" for g in groups),
+        *(f"{folder_name(g)}/generation-{n}.html" for g, n in generations(lake)),
+    }
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*.js")] == ["plotly.min.js"]
+    for page in out.rglob("*/*.html"):
+        text = page.read_text()
+        assert '<script charset="utf-8" src="../plotly.min.js"></script>' in text
+        assert "https://" not in text and "http://" not in text  # works offline: nothing loaded from a network
+    assert len(groups) == 6 and ODD in groups
+
+
+def test_group_folders_are_percent_encoded_unique_and_safe():
+    ids = [ODD, "", ".", "..", "a/b", "a%2Fb", "index.html", "plotly.min.js", "ß", "x" * 300, "x" * 299 + "y"]
+    names = [folder_name(g) for g in ids]
+    assert len(set(names)) == len(ids)
+    for group, name in zip(ids, names, strict=True):
+        assert "/" not in name and name not in {".", ".."} and len(name.encode()) <= NAME_MAX
+        assert name.startswith("x") or unquote(name) == (group or "%")
+    assert folder_name("payments") == "payments" and folder_name("a b") == "a%20b"
+
+
+def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built):
+    lake, _ = built
+    report = collect(lake.read_arrow, "clickstream-etl", 1)
+    measured = {r["partition"]: r["load"] for r in rows(lake, "key_skew", run_id="run-1", topic="clicks", current=True)}
+    assert dict(zip(report.partitions["partition"], report.partitions["load"], strict=True)) == measured
+    assert set(report.partitions["source"]) == {"key skew"}
+    assert report.partitions["load"].max() == 3.0 * (300 + 28)  # the hot key and tenant-6 share partition 2
+    assert report.what_if.groupby("partition_count").size().to_dict() == {10: 10, 12: 12, 16: 16}
+    assert report.hot_keys["key"].tolist()[:2] == ["hot", "0xff0062696e"]  # binary keys shown as hex
+    chosen = report.chosen_strategy
+    plans = rows(lake, "plans", group_id="clickstream-etl", generation_id=1, strategy=chosen)
+    assert sorted(zip(report.moves["partition"], report.moves["member"], strict=True)) == sorted(
+        (r["partition"], r["member"]) for r in plans if r["moved"]
+    )
+    after = report.members[report.members["plan"] == chosen]
+    assert after["chosen"].all() and after["partitions"].sum() == 10
+    assert dict(zip(after["member"], after["load"], strict=True)) == {
+        m: sum(measured[r["partition"]] for r in plans if r["member"] == m) for m in after["member"]
+    }
+    lag = rows(lake, "partition_offsets", group_id="clickstream-etl", snapshot_id="run-1")
+    assert report.lag["today"].sum() == sum(r["end_offset"] - r["committed"] for r in lag) == 4000
+
+    payments = collect(lake.read_arrow, "payments", 1)  # cooperative-sticky: revoke first, assign next round
+    assert payments.chosen_strategy == "cooperative-sticky" and set(payments.partitions["source"]) == {"uniform"}
+    revoked = payments.moves[payments.moves["round"] == 1]
+    assigned = payments.moves[payments.moves["round"] == 2]
+    assert set(revoked["action"]) == {"revoke"} and set(assigned["action"]) == {"assign"}
+    assert revoked["partition"].tolist() == assigned["partition"].tolist() and len(revoked) > 0
+
+    inventory = collect(lake.read_arrow, "inventory", 2)
+    assert inventory.status == "rejected"
+    failed = inventory.gate[~inventory.gate["success"]]
+    assert failed["expectation"].tolist() == ["expect_column_values_to_not_be_null(member)"]
+    assert '"partition": 5' in failed["details"].iloc[0]
+
+
+def test_the_indexed_reader_answers_as_the_lake_does(built):
+    lake, _ = built
+    cached = indexed(lake.read_arrow)
+    for group, generation in generations(lake):
+        plain, fast = collect(lake.read_arrow, group, generation), collect(cached, group, generation)
+        for name in ("partitions", "what_if", "hot_keys", "candidates", "members", "moves", "lag", "gate"):
+            assert getattr(plain, name).equals(getattr(fast, name)), (group, generation, name)
+    with pytest.raises(InputError, match="group 'payments' has no generation 9"):
+        collect(cached, "payments", 9)
+
+
+def test_every_figure_is_a_valid_plotly_figure(built):
+    import plotly.graph_objects as go
+
+    from jobs.report import figures
+
+    lake, _ = built
+    for group, generation in generations(lake):
+        report = collect(lake.read_arrow, group, generation)
+        charts = [figures.partition_load(report), figures.member_load(report), figures.member_lag(report)]
+        charts += [figures.what_if(report, t) for t in report.what_if["topic"].unique()]
+        for chart in charts:
+            go.Figure(chart)  # raises on any property plotly does not know
+    go.Figure(figures.history(history(lake.read_arrow, "payments")))
+
+
+def test_ids_are_escaped_everywhere(built):
+    lake, out = built
+    page = (out / folder_name(ODD) / "generation-1.html").read_text()
+    assert "<script>alert" not in page and "<b>m1</b>" not in page
+    assert "ops/&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#x27;q&#x27; &quot;d&quot; 100%.." in page
+    top = (out / "index.html").read_text()
+    assert f"href='{folder_name(ODD).replace('%', '%25')}/index.html'" in top
+
+
+def test_columns_other_engineers_add_are_shown_and_missing_ones_skipped(built):
+    lake, _ = built
+    extra = {"migration_readiness": "ready", "approval": '{"by": "ops <on-call>", "at": "2026-11-21"}'}
+
+    def read(name: str, filters: Any = None) -> pa.Table:
+        if name.startswith("key_skew") or name == "partition_offsets":
+            raise TableNotFoundError(f"no table {name}")  # an older lake without these tables
+        table = lake.read_arrow(name, filters)
+        if name == "generations":
+            for column, value in {**extra, "changes": '{"members": {"added": ["c-9"]}}'}.items():
+                table = table.append_column(column, pa.array([value] * table.num_rows))
+        if name == "plans":
+            table = table.drop_columns(["phase", "weight"])
+        return table
+
+    report = collect(read, "payments", 1)
+    assert report.extras == {"migration_readiness": "ready", "approval": {"by": "ops <on-call>", "at": "2026-11-21"}}
+    assert report.changes == {"members": {"added": ["c-9"]}}
+    assert set(report.partitions["source"]) == {"uniform"} and report.lag["today"].sum() == 0
+    assert set(report.moves["action"]) == {"move"}  # without phases every move is shown in one round
+    page = render_generation(report)
+    assert "migration_readiness" in page and "ops &lt;on-call&gt;" in page and "c-9" in page
+    assert "Hot keys" not in page and "Partitioner fingerprint" not in page
+
+
+def test_reports_for_one_group_or_one_generation(built, tmp_path):
+    lake, _ = built
+    written = write_reports(lake.read_arrow, tmp_path, group="payments", generation=1)
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == [
+        "payments/generation-1.html",
+        "payments/index.html",
+        "index.html",
+    ]
+    with pytest.raises(InputError, match="no generation of group 'nobody'"):
+        write_reports(lake.read_arrow, tmp_path, group="nobody")
+    with pytest.raises(InputError, match="group 'payments' has no generation 7"):
+        write_reports(lake.read_arrow, tmp_path, group="payments", generation=7)
+
+
+MARKS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(gd => ({
+  id: gd.id,
+  data: gd.data.map(t => t.x.length),
+  drawn: [...gd.querySelectorAll('.cartesianlayer .trace')].map(t => t.querySelectorAll('.point').length),
+  ticks: [...gd.querySelectorAll('.xtick text')].map(t => t.textContent)}))"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_pages_render_in_chromium_without_errors_and_draw_one_mark_per_partition_and_member(built):
+    lake, out = built
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ignore = ARTIFACTS.parent / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n")  # screenshots are test artefacts, never committed
+    browser = Browser()
+    try:
+        for group, generation in generations(lake):
+            page = out / folder_name(group) / f"generation-{generation}.html"
+            browser.open(page.as_uri())
+            assert browser.errors() == [], page
+            charts = {c["id"]: c for c in browser.evaluate(MARKS_JS)}
+            expected = expected_marks(lake, group, generation)
+            assert {k: v["data"] for k, v in charts.items()} == expected, (group, generation)
+            assert all(c["drawn"] == c["data"] for c in charts.values()), (group, generation)
+            assert browser.evaluate("document.querySelector('h1').firstChild.textContent.trim()") == group
+            if group == ODD:
+                assert set(ODD_MEMBERS) <= set(charts["chart-members"]["ticks"])  # shown literally, not as markup
+            if (group, generation) in {("clickstream-etl", 1), ("inventory", 2), (ODD, 1)}:
+                browser.screenshot(ARTIFACTS / f"{folder_name(group)}-generation-{generation}.png")
+        for group in sorted({g for g, _ in generations(lake)}):
+            browser.open((out / folder_name(group) / "index.html").as_uri())
+            assert browser.errors() == []
+            n = len(rows(lake, "generations", group_id=group))
+            assert [(c["data"], c["drawn"]) for c in browser.evaluate(MARKS_JS)] == [([n, n], [n, n])]
+        browser.open((out / "index.html").as_uri())
+        assert browser.errors() == []
+        links = browser.evaluate("[...document.querySelectorAll('td a')].map(a => decodeURIComponent(a.href))")
+        assert [unquote(link.rsplit("/", 2)[1]) for link in links] == sorted({g for g, _ in generations(lake)})
+        browser.screenshot(ARTIFACTS / "index.png")
+    finally:
+        browser.close()
+    assert browser.process.poll() is not None
+
+
+class Browser:
+    """One headless Chromium page driven over the DevTools protocol; records console errors and failed loads."""
+
+    FLAGS = (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0",
+    )
+
+    def __init__(self, width: int = 1280, height: int = 900) -> None:
+        from websockets.sync.client import connect
+
+        self.profile = tempfile.TemporaryDirectory(prefix="chromium-")
+        self.process = subprocess.Popen(
+            [str(CHROMIUM), *self.FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.ids = itertools.count(1)
+        port_file = Path(self.profile.name) / "DevToolsActivePort"  # the port chromium chose, then its path
+        deadline = time.monotonic() + 60
+        while len(words := port_file.read_text().split() if port_file.exists() else []) != 2:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.close()
+                raise RuntimeError("chromium did not open its DevTools port")
+            time.sleep(0.05)
+        port, path = words
+        self.socket = connect(f"ws://127.0.0.1:{port}{path}", max_size=None, open_timeout=30)
+        target = self.send("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.send(f"{domain}.enable", page=True)
+        size = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+        self.send("Emulation.setDeviceMetricsOverride", page=True, **size)
+
+    def send(self, method: str, *, page: bool = False, **params: Any) -> dict[str, Any]:
+        """One DevTools command (to the page's session when `page`); events arriving meanwhile are kept."""
+        message: dict[str, Any] = {"id": next(self.ids), "method": method, "params": params}
+        if page:
+            message["sessionId"] = self.session
+        self.socket.send(json.dumps(message))
+        while True:
+            reply = self._receive()
+            if reply.get("id") == message["id"]:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def open(self, url: str) -> None:
+        """Navigate and wait for the load event (inline plotly scripts have run by then)."""
+        self.events.clear()
+        self.send("Page.navigate", page=True, url=url)
+        while not any(e["method"] == "Page.loadEventFired" for e in self.events):
+            self._receive()
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", page=True, expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(result["exceptionDetails"])
+        return result["result"].get("value")
+
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed loads (a missing plotly.min.js shows here) of this page."""
+        out = []
+        for event in self.events:
+            params = event.get("params", {})
+            if event["method"] == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+                out.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            elif event["method"] == "Runtime.exceptionThrown":
+                out.append(json.dumps(params["exceptionDetails"]))
+            elif event["method"] == "Log.entryAdded" and params["entry"]["level"] == "error":
+                out.append(f"{params['entry']['text']} {params['entry'].get('url', '')}")
+        return out
+
+    def screenshot(self, path: Path) -> None:
+        """The whole page as PNG."""
+        size = self.send("Page.getLayoutMetrics", page=True)["cssContentSize"]
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+        shot = self.send("Page.captureScreenshot", page=True, format="png", captureBeyondViewport=True, clip=clip)
+        path.write_bytes(base64.b64decode(shot["data"]))
+
+    def close(self) -> None:
+        """Close the socket and stop chromium by its PID."""
+        if hasattr(self, "socket"):
+            self.socket.close()
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.profile.cleanup()
+
+    def _receive(self) -> dict[str, Any]:
+        message = json.loads(self.socket.recv(timeout=60))
+        if "method" in message:
+            self.events.append(message)
+        return message
