@@ -28,11 +28,11 @@ MAX_ITERATION_COUNT = 16  # UniformHeterogeneousAssignmentBuilder.MAX_ITERATION_
 def heterogeneous_assign(group: GroupSpec, target: np.ndarray) -> np.ndarray:
     """UniformHeterogeneousAssignmentBuilder.build: owner per partition id from the current target owners."""
     member, topic = group.subscription_pairs()
-    order = np.lexsort((member, topic))
+    by_topic = member[np.lexsort((member, topic))]
     offsets = np.zeros(len(group.topics) + 1, dtype=np.int64)
     np.cumsum(np.bincount(topic, minlength=len(group.topics)), out=offsets[1:])
     # topicSubscribers: per topic, its subscribers in ascending member index.
-    subscribers = [member[order][offsets[t] : offsets[t + 1]] for t in range(len(group.topics))]
+    subscribers = [by_topic[offsets[t] : offsets[t + 1]] for t in range(len(group.topics))]
     sorted_topics = _sort_topics(group, subscribers)
     if len(sorted_topics) == 0:  # "if (subscribedTopicIds.isEmpty()) return new GroupAssignment(emptyMap())"
         return np.full(group.num_partitions, -1, dtype=np.int32)
@@ -74,7 +74,7 @@ def _assign_remaining(group: GroupSpec, owner: np.ndarray, sizes: np.ndarray, t:
     free = span[owner[span] < 0]
     if len(free) == 0:
         return
-    ranked = subs[np.lexsort((subs, sizes[subs]))]
+    ranked = subs[np.argsort(sizes[subs], kind="stable")]  # subs ascend, so ties stay in member order
     base = sizes[ranked]
     slots = _fill(base, len(free))
     levels = np.repeat(base, slots) + _ranges(slots)
@@ -85,16 +85,14 @@ def _assign_remaining(group: GroupSpec, owner: np.ndarray, sizes: np.ndarray, t:
 
 def _fill(base: np.ndarray, units: int) -> np.ndarray:
     """Slots per member (sorted ascending by `base`) taken by the first `units` (level, position) slots."""
-    lo, hi = int(base[0]), int(base[0]) + units
-    while lo < hi:  # the highest level L whose slots below it number at most `units`
-        mid = (lo + hi + 1) // 2
-        if int(np.maximum(mid - base, 0).sum()) <= units:
-            lo = mid
-        else:
-            hi = mid - 1
-    slots = np.maximum(lo - base, 0)
-    extra = units - int(slots.sum())  # at level lo, the first `extra` members of the range in sorted order
-    slots[np.flatnonzero(base <= lo)[:extra]] += 1
+    # Units needed to lift the members below base[i] up to it: i * base[i] - sum(base[:i]), nondecreasing in i.
+    below = np.concatenate([[0], np.cumsum(base)[:-1]])
+    lifted = np.arange(len(base)) * base - below
+    i = int(np.searchsorted(lifted, units, side="right"))  # members reached: the level stops below base[i]
+    level = (units + int(below[i - 1]) + int(base[i - 1])) // i  # highest level the first i members fill
+    slots = np.maximum(level - base, 0)
+    extra = units - int(slots.sum())  # at `level`, one more for the first `extra` members in sorted order
+    slots[:extra] += 1
     return slots
 
 
