@@ -91,8 +91,6 @@ def parse_conf(text: str, source: str = ENV_PREFIX + "CONF") -> tuple[tuple[str,
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise InputError(f"{source}: not a JSON object: {e}") from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{source}: expected a JSON object of Spark settings")
         pairs = [(str(k), v if isinstance(v, str) else json.dumps(v)) for k, v in doc.items()]  # true, 4, ...
     else:
         pairs = []

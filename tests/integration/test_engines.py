@@ -1,0 +1,224 @@
+"""The pipeline on a standalone Spark cluster and over Spark Connect gives the rows local mode gives.
+
+The cluster's and the Connect server's Python has the pinned data packages and pyspark only, so everything the
+executors run must reach them in the code zip that `jobs.io.spark` ships. Every server binds 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from engines import (
+    DEMO_FILES,
+    Listeners,
+    connect,  # noqa: F401 (fixture)
+    connect_env,
+    group_alive,
+    importable,
+    lake_rows,
+    listening_sockets,
+    local_env,
+    process_group,
+    rebalance,
+    standalone,  # noqa: F401 (fixture)
+    standalone_env,
+    worker_python,  # noqa: F401 (fixture)
+    write_key_samples,
+)
+
+from jobs.io.spark import SparkSettings, code_zip, parse_conf, shipped_files
+from jobs.io.spark_servers import free_port
+from planner.errors import InputError
+
+RUN_TABLES = ("snapshots", "topic_partitions", "partition_offsets", "plans", "plan_metrics", "generations")
+RUN_TABLES += ("gate_results", "quarantine")
+SKEW_TABLES = ("key_skew", "key_skew_summary", "key_skew_hot_keys", "key_skew_fingerprint")
+
+
+def test_settings_from_env_local_defaults_and_overrides() -> None:
+    settings = SparkSettings.from_env({}, master="local[2]")
+    assert settings.is_local and settings.conf == () and settings.remote == ""
+    env = {
+        "REBALANCE_SPARK_MASTER": "spark://10.0.0.5:7077",
+        "REBALANCE_SPARK_CONF": "spark.executor.memory=2g, spark.sql.shuffle.partitions = 4",
+        "REBALANCE_SPARK_PYTHON": "/opt/py/bin/python",
+    }
+    settings = SparkSettings.from_env(env)
+    assert not settings.is_local
+    assert settings.conf == (("spark.executor.memory", "2g"), ("spark.sql.shuffle.partitions", "4"))
+    assert settings.python == "/opt/py/bin/python" and settings.driver_host == ""
+    # An explicit master (CLI flag, Config) wins over the variable; a Connect remote wins over any master.
+    assert SparkSettings.from_env(env, master="local[1]").master == "local[1]"
+    assert not SparkSettings.from_env({"REBALANCE_SPARK_REMOTE": "sc://127.0.0.1:15002"}, master="local[1]").is_local
+
+
+def test_conf_as_json_and_bad_conf_named() -> None:
+    assert parse_conf('{"spark.a": "x,y", "spark.b": true, "spark.c": 4}') == (
+        ("spark.a", "x,y"),
+        ("spark.b", "true"),
+        ("spark.c", "4"),
+    )
+    with pytest.raises(InputError, match=r"REBALANCE_SPARK_CONF: item 1 'spark\.b' is not key=value"):
+        parse_conf("spark.a=1,spark.b")
+    with pytest.raises(InputError, match="REBALANCE_SPARK_CONF: not a JSON object"):
+        parse_conf("{spark.a: 1}")
+    with pytest.raises(InputError, match=r"item 0 '\[\]' is not key=value"):
+        parse_conf("[]")
+
+
+def test_code_zip_holds_executor_code_only_and_is_content_addressed(tmp_path: Path) -> None:
+    first = code_zip(cache=tmp_path)
+    assert code_zip(cache=tmp_path) == first and len(list(tmp_path.iterdir())) == 1
+    names = zipfile.ZipFile(first).namelist()
+    assert names == [name for name, _ in shipped_files()]
+    assert {
+        "planner/__init__.py",
+        "schemas/snapshot.schema.json",
+        "jobs/__init__.py",
+        "jobs/kernels/key_skew.py",
+    } <= set(names)
+    assert not [n for n in names if n.startswith(("jobs/steps", "jobs/io")) or "__pycache__" in n]
+
+
+@pytest.mark.slow
+def test_kernels_import_on_the_worker_from_the_zip_alone(worker_python: Path) -> None:  # noqa: F811
+    shipped = str(code_zip())
+    kernels = [n[: -len(".py")].replace("/", ".") for n, _ in shipped_files() if n.startswith("jobs/kernels/")]
+    for module in [*kernels, "planner", "schemas"]:
+        assert importable(worker_python, module, shipped), f"{module} does not import from the shipped zip"
+    assert not importable(worker_python, "jobs.steps", shipped)
+
+
+@pytest.fixture(scope="session")
+def local_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`rebalance run` on the demo files in local mode: the rows the other engines must reproduce."""
+    return _run(tmp_path_factory.mktemp("local-run"), local_env())
+
+
+@pytest.fixture(scope="session")
+def local_skew(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _skew(tmp_path_factory.mktemp("local-skew"), local_env())
+
+
+def _run(work: Path, env: dict[str, str], listeners: Listeners | None = None) -> dict:
+    args = ["run", "--snapshots", str(DEMO_FILES), "--lake", str(work / "lake"), "--run-id", f"engines-{work.name}"]
+    done = rebalance(args, env, work, listeners)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "5 groups ingested, 1 inputs quarantined" in done.stdout
+    rows = lake_rows(work / "lake", RUN_TABLES)
+    assert len(rows["plans"]) > 0 and len(rows["gate_results"]) > 0
+    return rows
+
+
+def _skew(work: Path, env: dict[str, str], listeners: Listeners | None = None) -> dict:
+    counts = write_key_samples(work / "samples.parquet")
+    args = ["skew", "--input", str(work / "samples.parquet"), "--lake", str(work / "lake")]
+    args += ["--partitions", ",".join(f"{t}={n}" for t, n in counts.items()), "--what-if", "6,16", "--run-id", "s"]
+    done = rebalance(args, env, work, listeners)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = lake_rows(work / "lake", SKEW_TABLES)
+    assert len(rows["key_skew"]) == 12 + 6 + 16 + 4 + 6 + 16
+    return rows
+
+
+@pytest.mark.slow
+def test_run_on_a_standalone_cluster_matches_local(
+    standalone,  # noqa: F811
+    worker_python: Path,  # noqa: F811
+    local_run: dict,
+    tmp_path: Path,
+) -> None:
+    with Listeners([standalone.master.process.pid, standalone.worker.process.pid]) as listeners:
+        rows = _run(tmp_path, standalone_env(standalone, worker_python), listeners)
+    assert rows == local_run
+    groups = {g for g, _, _ in listeners.seen}
+    assert len(groups) == 3, "master, worker and driver each listen"  # the sampling can fail: it saw all three
+    assert listeners.non_loopback() == []
+
+
+@pytest.mark.slow
+def test_skew_on_a_standalone_cluster_matches_local(
+    standalone,  # noqa: F811
+    worker_python: Path,  # noqa: F811
+    local_skew: dict,
+    tmp_path: Path,
+) -> None:
+    assert _skew(tmp_path, standalone_env(standalone, worker_python)) == local_skew
+
+
+@pytest.mark.slow
+def test_run_over_connect_matches_local(connect, local_run: dict, tmp_path: Path) -> None:  # noqa: F811
+    with Listeners([connect.process.pid]) as listeners:
+        rows = _run(tmp_path, connect_env(connect), listeners)
+    assert rows == local_run
+    assert listeners.seen and listeners.non_loopback() == []
+    # The client started no JVM: nothing in its process group ever listened.
+    assert {g for g, _, _ in listeners.seen} == {connect.process.pid}
+
+
+@pytest.mark.slow
+def test_skew_over_connect_matches_local(connect, local_skew: dict, tmp_path: Path) -> None:  # noqa: F811
+    assert _skew(tmp_path, connect_env(connect)) == local_skew
+
+
+@pytest.mark.slow
+def test_sql_history_over_connect_matches_local(connect, tmp_path: Path) -> None:  # noqa: F811
+    _run(tmp_path, local_env())
+    query = ["sql", "SELECT group_id, count(*) AS n FROM assignment_history GROUP BY group_id ORDER BY group_id"]
+    query += ["--lake", str(tmp_path / "lake")]
+    local = rebalance(query, local_env(), tmp_path)
+    remote = rebalance(query, connect_env(connect), tmp_path)
+    assert local.returncode == 0 and remote.returncode == 0, remote.stderr[-4000:]
+    assert remote.stdout == local.stdout and "payments" in local.stdout
+
+
+@pytest.mark.slow
+def test_connect_session_has_no_jvm_and_no_delta_connector(connect, tmp_path: Path) -> None:  # noqa: F811
+    script = (
+        "import psutil\n"
+        "from pyspark import SparkContext\n"
+        "from jobs.io.spark import get_spark, has_delta_connector, is_connect\n"
+        "spark = get_spark()\n"
+        "assert is_connect(spark) and not has_delta_connector(spark)\n"
+        "assert spark.range(5).selectExpr('sum(id) AS s').collect()[0].s == 10\n"
+        "assert SparkContext._active_spark_context is None\n"
+        "print([p.name() for p in psutil.Process().children(recursive=True)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=connect_env(connect), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "jobs.io.spark_servers", "connect", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--master", "local[1]", "--log-dir", str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert f"connect at sc://127.0.0.1:{port}" in process.stdout.readline()
+        owners = [pid for address, p, pid in listening_sockets() if p == port]
+        assert owners and {a for a, p, _ in listening_sockets() if p == port} <= {"127.0.0.1", "::ffff:127.0.0.1"}
+        jvm_group = process_group(owners[0])
+        assert jvm_group is not None and jvm_group != os.getpgid(process.pid)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+        deadline = time.monotonic() + 5
+        while group_alive(jvm_group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not group_alive(jvm_group)
+        assert not [s for s in listening_sockets() if s[1] == port]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
