@@ -33,6 +33,8 @@ BUILTIN: dict[str, str] = {
     "roundrobin": "planner.assignors.round_robin:RoundRobinAssignor",
     "sticky": "planner.assignors.sticky:StickyAssignor",
     "cooperative-sticky": "planner.assignors.cooperative_sticky:CooperativeStickyAssignor",
+    "balanced-load": "planner.assignors.balanced_load:BalancedLoadAssignor",
+    "cooperative-balanced-load": "planner.assignors.cooperative_balanced_load:CooperativeBalancedLoadAssignor",
     # KIP-848 server-side assignors; Kafka names the range one "range" too, which the client assignor holds here.
     "uniform": "planner.assignors.uniform:UniformAssignor",
     "server-range": "planner.assignors.server_range:ServerRangeAssignor",

@@ -1,0 +1,732 @@
+"""BalancedLoadAssignor ("balanced-load"): a sticky assignor that balances partition LOAD, not partition count.
+
+Kafka's assignors even out how many partitions each member gets; with skewed partitions (lag, bytes/s, hot keys)
+the member holding the heavy ones falls behind. Users asked for assignment by load that stays sticky and keeps
+counts in check (KAFKA-5337's LagBasedAssignor, apache/kafka#3158; kafkajs#25). Rules, in priority order:
+
+1. subscriptions: a partition goes only to a member subscribed to its topic (-1 when nobody subscribes);
+2. limits, when set: at most `max_move_share` of the load (`move_budget="load"`) or of the partitions
+   (`"partitions"`) leaves a still-valid owner in one rebalance; partition counts stay within `max_count_spread`
+   (a member whose topics hold too few partitions is exempt from the floor, as in AbstractStickyAssignor);
+3. balance: lower max/mean load until the group is load-balanced: neither the heaviest member can give (or swap)
+   a partition to a lighter member subscribed to its topic, nor the lightest member take one, such that the
+   receiver ends at least `tolerance` x mean below the giver's old load. For unit loads this is
+   AbstractStickyAssignor's "counts differ by at most one" (tolerance below 1/mean);
+4. stickiness: move the least load, then the fewest partitions, balance needs; a load-balanced group without
+   orphaned partitions moves nothing.
+
+Partitions without a given load weigh 1.0. Ownership is read as AbstractStickyAssignor reads it
+(`previous_owners`: the highest generation wins, KAFKA-14639); a partition whose owner left or dropped its topic
+is an orphan: it must move and never counts against the budget. Ties: members in Kafka's MemberInfo order
+(static members by group.instance.id first, KIP-345, so a restarted static member keeps its place; then member
+id), partitions by id, i.e. (topic, partition).
+
+Phases, each a function below: keep valid ownership; pin heavy partitions (heavier than the mean of what is left,
+each alone on a member); member goals (water-filling each topic class's load over its subscribers, fewest
+subscribers first, like UniformHeterogeneousAssignmentBuilder fills the least-loaded member, but by load); shed
+what a member holds above its goal band; pull for members below it; place the pool (LPT for the heavier
+partitions, one vectorized cut for the light rest); improve with moves and swaps between the heaviest and the
+lightest member, which is also the stopping rule (`_settled`).
+
+Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. Sticky moves two partitions and leaves loads 7 / 3;
+balanced-load moves t0p0 and t0p3 (load 5, as little as balance allows) and leaves 5 / 5.
+
+>>> from planner import assign
+>>> g = {"topics": {"t0": 4}, "loads": {"t0": [4, 3, 2, 1]}, "members": {
+...     "M0": {"topics": ["t0"], "owned": [["t0", p] for p in range(4)], "generation": 1},
+...     "M1": {"topics": ["t0"]}}}
+>>> assign("sticky", g).assignment
+{'M0': [('t0', 0), ('t0', 1)], 'M1': [('t0', 2), ('t0', 3)]}
+>>> assign("balanced-load", g).assignment
+{'M0': [('t0', 1), ('t0', 2)], 'M1': [('t0', 0), ('t0', 3)]}
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from planner.assignors._member_info import member_info_rank
+from planner.errors import InputError
+from planner.group import GroupSpec, previous_owners
+from planner.load import assignable, partition_weights
+
+MoveBudget = Literal["load", "partitions"]
+_MAX_LPT = 50_000  # heaviest pool partitions placed one by one (heap); the lighter rest in one vectorized cut
+_SWEEPS = 12  # water-filling sweeps for the goals of overlapping topic classes (one when subscriptions are equal)
+_SCANS = 32  # parts_of answers by a scan of owner[] (about 1 ms per million) before it builds the index
+_DONORS = 8  # donors the lightest member tries, heaviest first
+
+
+class BalancedLoadAssignor:
+    """Sticky assignment by load ("balanced-load"); the options are the limits of the module docstring."""
+
+    name = "balanced-load"
+    rebalance_protocol = "eager"
+
+    def __init__(
+        self,
+        *,
+        tolerance: float = 0.02,
+        max_move_share: float | None = None,
+        move_budget: MoveBudget = "load",
+        max_count_spread: int | None = None,
+    ) -> None:
+        _check_options(tolerance, max_move_share, move_budget, max_count_spread)
+        self.tolerance = tolerance
+        self.max_move_share = max_move_share
+        self.move_budget = move_budget
+        self.max_count_spread = max_count_spread
+
+    def assign(self, group: GroupSpec) -> np.ndarray:
+        """Owner per partition id (-1 when no member subscribes to its topic)."""
+        return balanced_load_assign(
+            group,
+            tolerance=self.tolerance,
+            max_move_share=self.max_move_share,
+            move_budget=self.move_budget,
+            max_count_spread=self.max_count_spread,
+        )
+
+
+def _check_options(
+    tolerance: float, max_move_share: float | None, move_budget: str, max_count_spread: int | None
+) -> None:
+    if not 0 < tolerance < 1:
+        raise InputError(f"tolerance: must be > 0 and < 1, got {tolerance!r}")
+    if max_move_share is not None and not 0 <= max_move_share <= 1:
+        raise InputError(f"max_move_share: must be within 0 .. 1, got {max_move_share!r}")
+    if move_budget not in ("load", "partitions"):
+        raise InputError(f"move_budget: must be 'load' or 'partitions', got {move_budget!r}")
+    if max_count_spread is not None and (isinstance(max_count_spread, bool) or max_count_spread < 1):
+        raise InputError(f"max_count_spread: must be an integer >= 1, got {max_count_spread!r}")
+
+
+def balanced_load_assign(
+    group: GroupSpec,
+    *,
+    tolerance: float = 0.02,
+    max_move_share: float | None = None,
+    move_budget: MoveBudget = "load",
+    max_count_spread: int | None = None,
+) -> np.ndarray:
+    """The load-balanced, sticky owner of every partition (int32, -1 where nobody subscribes)."""
+    _check_options(tolerance, max_move_share, move_budget, max_count_spread)
+    if not group.members or not assignable(group).any():
+        return np.full(group.num_partitions, -1, dtype=np.int32)
+    plan = _Plan.keep(group, tolerance, max_move_share, move_budget, max_count_spread)
+    if not plan.pool.any() and _settled(plan):
+        return plan.owner  # load-balanced and nothing orphaned: nothing moves
+    plan.index, plan.scans = None, 0  # the bulk phases move many partitions at once; the index is rebuilt after
+    _pin_heavy(plan)
+    _goals(plan)
+    _shed(plan)
+    _place(plan)
+    _pull(plan)
+    _repair_counts(plan)
+    _improve(plan)
+    return plan.owner
+
+
+@dataclass
+class _Plan:
+    """The assignment under construction: owner per partition and each member's load, count and topic classes."""
+
+    w: np.ndarray  # float64[P] partition loads
+    pclass: np.ndarray  # int64[P] topic class of the partition (-1: nobody subscribes)
+    classes: list[np.ndarray]  # per topic class, its subscribers (member ids), fewest subscribers first
+    eligible: np.ndarray  # bool[K, M]: member m subscribes to class k's topics
+    rank: np.ndarray  # int64[M] MemberInfo order, the member tie-break
+    previous: np.ndarray  # int32[P] valid previous owner (-1: none, or an orphan)
+    owner: np.ndarray  # int32[P]
+    pool: np.ndarray  # bool[P] assignable partitions without owner
+    load: np.ndarray  # float64[M]
+    count: np.ndarray  # int64[M]
+    holds: np.ndarray  # int64[K, M] partitions of class k member m holds
+    mean: float
+    eps: float  # tolerance x mean: the smallest gain balance acts on
+    budget: float  # voluntary move allowance (load or partitions), inf without a limit
+    budget_by_load: bool
+    count_lo: np.ndarray  # int64[M] count floor (0 without max_count_spread)
+    count_hi: int  # count ceiling (huge without max_count_spread)
+    spent: float = 0.0
+    pinned: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # int64[M] heavy partition or -1
+    goal: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M]
+    cap: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M] top of the goal band
+    index: tuple[np.ndarray, np.ndarray] | None = None  # CSR of partitions per member (rebuilt after bulk phases)
+    scans: int = 0  # parts_of calls answered by a scan since the index was dropped
+    added: dict[int, list[int]] = field(default_factory=dict)  # partitions moved to a member since the CSR
+
+    @classmethod
+    def keep(
+        cls,
+        group: GroupSpec,
+        tolerance: float,
+        max_move_share: float | None,
+        move_budget: MoveBudget,
+        max_count_spread: int | None,
+    ) -> _Plan:
+        """Claim phase: every owned partition stays with its owner while that owner still subscribes to it."""
+        n_members = len(group.members)
+        w = partition_weights(group)
+        live = assignable(group)
+        topic = group.topic_of(np.arange(group.num_partitions))
+        sub = group.subscribed_matrix()
+        # Topic classes: topics with the same subscribers; fewest subscribers first (AbstractStickyAssignor's
+        # TopicComparator), then by first topic id.
+        live_topics = np.flatnonzero(sub.any(axis=0))
+        # Rows packed to bytes and hashed: np.unique(axis=0) compares whole rows and is 10x slower.
+        packed = np.packbits(sub[:, live_topics].T, axis=1)
+        set_of: dict[bytes, int] = {}
+        inverse = np.asarray([set_of.setdefault(row.tobytes(), len(set_of)) for row in packed], dtype=np.int64)
+        first = np.asarray([live_topics[inverse == i][0] for i in range(len(set_of))] if set_of else [], np.int64)
+        sets = sub[:, first].T
+        order = np.lexsort((first, sets.sum(axis=1)))
+        class_of_set = np.empty(len(sets), dtype=np.int64)
+        class_of_set[order] = np.arange(len(sets))
+        tclass = np.full(len(group.topics), -1, dtype=np.int64)
+        tclass[live_topics] = class_of_set[inverse]
+        eligible = sets[order]
+        pclass = np.where(live, tclass[topic], -1)
+
+        owned, _ = previous_owners(group)
+        held = owned >= 0
+        valid = held & sub[np.maximum(owned, 0), topic]
+        previous = np.where(valid, owned, -1).astype(np.int32)
+        owner = previous.copy()
+        total = float(w[live].sum())
+        mean = total / n_members
+        holds = _tally(pclass[valid], owner[valid], len(sets), n_members)
+        count_lo = np.zeros(n_members, dtype=np.int64)
+        count_hi = np.iinfo(np.int64).max
+        if max_count_spread is not None:
+            # The window [lo, lo + spread] holding the mean count; a member whose topics hold fewer partitions
+            # than lo only needs what it can take.
+            n_live = int(live.sum())
+            lo = max(0, -(-n_live // n_members) - (max_count_spread + 1) // 2)
+            reachable = np.bincount(pclass[live], minlength=len(sets)) @ eligible
+            count_lo = np.minimum(lo, reachable).astype(np.int64)
+            count_hi = lo + max_count_spread
+        if max_move_share is None:
+            budget = np.inf
+        else:
+            budget = max_move_share * (total if move_budget == "load" else float(live.sum()))
+        return cls(
+            w=w,
+            pclass=pclass,
+            classes=[np.flatnonzero(row) for row in eligible],
+            eligible=eligible,
+            rank=member_info_rank(group),
+            previous=previous,
+            owner=owner,
+            pool=live & ~valid,
+            load=np.bincount(owner[valid], weights=w[valid], minlength=n_members).astype(np.float64),
+            count=np.bincount(owner[valid], minlength=n_members).astype(np.int64),
+            holds=holds,
+            mean=mean,
+            eps=tolerance * mean,
+            budget=budget,
+            budget_by_load=move_budget == "load",
+            count_lo=count_lo,
+            count_hi=count_hi,
+            pinned=np.full(n_members, -1, dtype=np.int64),
+        )
+
+    def cost(self, parts: np.ndarray, to: np.ndarray | int) -> np.ndarray:
+        """Budget each partition would use moving to `to`: its unit when it leaves its valid previous owner,
+        minus it when it returns there (orphans are free)."""
+        unit = self.w[parts] if self.budget_by_load else np.ones(len(parts))
+        prev = self.previous[parts]
+        now = (prev >= 0) & (self.owner[parts] != prev)
+        then = (prev >= 0) & (to != prev)
+        return unit * (then.astype(np.float64) - now)
+
+    def affordable(self, extra: float) -> bool:
+        return self.spent + extra <= self.budget * (1 + 1e-12) + 1e-12
+
+    def move(self, parts: np.ndarray, to: np.ndarray) -> None:
+        """Give `parts` to `to` (member ids, or -1 to release them into the pool), keeping the tallies."""
+        parts = np.asarray(parts, dtype=np.int64)
+        to = np.broadcast_to(np.asarray(to, dtype=np.int32), parts.shape)
+        self.spent += float(self.cost(parts, to).sum())
+        n = len(self.load)
+        frm = self.owner[parts]
+        k = self.pclass[parts]
+        for members, sign in ((frm, -1), (to, 1)):
+            some = members >= 0
+            self.load += sign * np.bincount(members[some], weights=self.w[parts][some], minlength=n)
+            self.count += sign * np.bincount(members[some], minlength=n)
+            if len(parts) < 1024:  # np.add.at is cheap for a few, a full tally for many
+                np.add.at(self.holds, (k[some], members[some]), sign)
+            else:
+                self.holds += sign * _tally(k[some], members[some], *self.holds.shape)
+        self.owner[parts] = to
+        self.pool[parts] = to < 0
+        if self.index is not None:
+            for p, m in zip(parts.tolist(), to.tolist(), strict=True):
+                if m >= 0:
+                    self.added.setdefault(m, []).append(p)
+
+    def parts_of(self, m: int) -> np.ndarray:
+        """Partitions member m holds now."""
+        if self.index is None and self.scans < _SCANS:
+            self.scans += 1
+            return np.flatnonzero(self.owner == m)
+        if self.index is None:
+            order = np.argsort(self.owner, kind="stable")
+            starts = np.searchsorted(self.owner[order], np.arange(len(self.load) + 1))
+            self.index, self.added = (order, starts), {}
+        order, starts = self.index
+        parts = order[starts[m] : starts[m + 1]]
+        if m in self.added:
+            parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
+        return parts[self.owner[parts] == m]
+
+    def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
+        """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
+        return int(candidates[np.lexsort((self.rank[candidates], *reversed(keys)))[0]])
+
+
+def _tally(k: np.ndarray, m: np.ndarray, n_classes: int, n_members: int) -> np.ndarray:
+    """int64[K, M]: how many of the (class, member) pairs fall on each cell."""
+    flat = k.astype(np.int64) * n_members + m
+    return np.bincount(flat, minlength=n_classes * n_members).reshape(n_classes, n_members).astype(np.int64)
+
+
+def _pin_heavy(plan: _Plan) -> None:
+    """Give each heavy partition a member of its own: heavier than the mean of the load left once it and every
+    heavier one is set aside, it cannot share a member without raising the group's max (the weights' bound).
+
+    A heavy partition stays with its owner unless that owner already keeps a heavier one; otherwise it goes to the
+    subscriber without a heavy partition that holds the least load (it will shed the rest), ties MemberInfo order.
+    """
+    n_members = len(plan.load)
+    live = np.flatnonzero(plan.pclass >= 0)
+    if len(live) == 0:
+        return
+    k_max = min(n_members, len(live))
+    top = live[np.argpartition(-plan.w[live], k_max - 1)[:k_max]] if k_max < len(live) else live
+    top = top[np.lexsort((top, -plan.w[top]))]
+    weights = np.append(plan.w[top], 0.0)
+    before = np.concatenate([[0.0], np.cumsum(plan.w[top])])
+    total = float(plan.w[live].sum())
+    ks = np.arange(k_max + 1)
+    left = n_members - ks
+    # The first k where the next partition fits under the level of the rest: (total - S_k) / (M - k).
+    fits = (left <= 0) | (weights * np.maximum(left, 1) <= total - before + 1e-9 * max(total, 1.0))
+    n_heavy = int(np.argmax(fits))
+    for p in top[:n_heavy].tolist():
+        k = int(plan.pclass[p])
+        held_by = int(plan.owner[p])
+        if held_by >= 0 and plan.pinned[held_by] < 0:
+            plan.pinned[held_by] = p
+            continue
+        subscribers = plan.classes[k]
+        free = subscribers[plan.pinned[subscribers] < 0]
+        if len(free) == 0:
+            if held_by < 0:
+                plan.move(np.asarray([p]), np.asarray([plan.first_member(subscribers, plan.load[subscribers])]))
+            continue
+        to = plan.first_member(free, plan.load[free])
+        if held_by >= 0 and not plan.affordable(float(plan.cost(np.asarray([p]), to)[0])):
+            continue
+        plan.move(np.asarray([p]), np.asarray([to]))
+        plan.pinned[to] = p
+
+
+def _goals(plan: _Plan) -> None:
+    """Each member's fair load: pinned partitions where they sit, the rest water-filled class by class.
+
+    Each sweep re-levels every topic class's light load over its subscribers, the others' shares fixed; this
+    lowers the sum of squared member loads, so the sweeps approach the most even fractional split (one sweep is
+    exact when all subscriptions are equal). The band is goal +- tolerance x mean; a member holding a heavy
+    partition and no share of the rest keeps just that partition.
+    """
+    n_classes = len(plan.classes)
+    base = np.zeros(len(plan.load))
+    pinned = np.flatnonzero(plan.pinned >= 0)
+    base[pinned] = plan.w[plan.pinned[pinned]]
+    light = plan.pclass >= 0
+    light[plan.pinned[pinned]] = False
+    light_load = np.bincount(plan.pclass[light], weights=plan.w[light], minlength=n_classes)
+    shares = [np.zeros(len(s)) for s in plan.classes]
+    level = base.copy()
+    for _ in range(_SWEEPS if n_classes > 1 else 1):
+        change = 0.0
+        for k, members in enumerate(plan.classes):
+            others = level[members] - shares[k]
+            share = np.maximum(_water_level(others, light_load[k]) - others, 0.0)
+            level[members] = others + share
+            change = max(change, float(np.abs(share - shares[k]).max(initial=0.0)))
+            shares[k] = share
+        if change <= 1e-3 * plan.eps:
+            break
+    plan.goal = level
+    plan.cap = np.where((plan.pinned >= 0) & (level <= base), level, level + plan.eps)
+
+
+def _water_level(levels: np.ndarray, amount: float) -> float:
+    """The level L with sum(max(0, L - levels)) == amount."""
+    if len(levels) == 0:
+        return 0.0
+    v = np.sort(levels)
+    fill = (amount + np.cumsum(v)) / np.arange(1, len(v) + 1)
+    below_next = fill <= np.append(v[1:], np.inf)
+    return float(fill[np.argmax(below_next)])
+
+
+def _pick(w: np.ndarray, want: float, limit: float) -> np.ndarray:
+    """Which of these partitions (loads heaviest first) to release: at least `want` load when possible, at most
+    `limit`, the least load, then the fewest partitions. Either the lightest single partition reaching `want`, or
+    the heaviest of those below `want` while they stay under it plus the lightest other one that closes the gap."""
+    usable = np.flatnonzero((w > 0) & (w <= limit))
+    if want <= 0 or len(usable) == 0:
+        return usable[:0]
+    ws = w[usable]
+    reaching = np.flatnonzero(ws >= want)
+    single = usable[reaching[-1:]]  # the lightest reaching partition (ties: the later, i.e. higher, id)
+    small = np.flatnonzero(ws < want)
+    sums = np.cumsum(ws[small])
+    j = int(np.searchsorted(sums, want, side="left"))
+    taken = small[:j]
+    got = float(sums[j - 1]) if j else 0.0
+    rest = np.setdiff1d(np.arange(len(ws)), taken, assume_unique=True)
+    closing = rest[(ws[rest] >= want - got) & (ws[rest] <= limit - got)]
+    if len(closing):
+        several = usable[np.append(taken, closing[-1])]
+        if len(single) == 0 or w[several].sum() < w[single].sum():
+            return several
+    return single if len(single) else usable[taken]
+
+
+def _holdings(plan: _Plan, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Partitions of `members`, grouped by member and heaviest first (ties by id), with each group's start."""
+    wanted = np.zeros(len(plan.load), dtype=bool)
+    wanted[members] = True
+    mine = np.flatnonzero(wanted[np.maximum(plan.owner, 0)] & (plan.owner >= 0))
+    mine = mine[np.lexsort((mine, -plan.w[mine], plan.owner[mine]))]
+    held_by = plan.owner[mine]
+    return mine, np.stack([np.searchsorted(held_by, members), np.searchsorted(held_by, members, "right")], axis=1)
+
+
+def _release(plan: _Plan, members: np.ndarray, wants: np.ndarray, limits: np.ndarray, classes: np.ndarray) -> None:
+    """Each member (in the given order) releases about `want` load into the pool, at most `limit`, never its
+    pinned partition and only partitions of the allowed topic classes; stops when the budget is spent."""
+    if len(members) == 0:
+        return
+    mine, spans = _holdings(plan, members)
+    for i, (m, (start, end)) in enumerate(zip(members.tolist(), spans.tolist(), strict=True)):
+        parts = mine[start:end]
+        parts = parts[(parts != plan.pinned[m]) & classes[plan.pclass[parts]]]
+        chosen = parts[_pick(plan.w[parts], float(wants[i]), float(limits[i]))]
+        if len(chosen) == 0:
+            continue
+        if not plan.affordable(float(plan.cost(chosen, -1).sum())):
+            return
+        plan.move(chosen, np.full(len(chosen), -1))
+
+
+def _shed(plan: _Plan) -> None:
+    """Members above the top of their band release the excess, the most overloaded first."""
+    excess = plan.load - plan.cap
+    over = np.flatnonzero(excess > 1e-12 * max(plan.mean, 1.0))
+    over = over[np.lexsort((plan.rank[over], -excess[over]))]
+    everything = np.ones(len(plan.classes), dtype=bool)
+    _release(plan, over, excess[over], np.full(len(over), np.inf), everything)
+    # A member over the count ceiling releases its lightest partitions (rule 2 outranks balance).
+    over = np.flatnonzero(plan.count > plan.count_hi)
+    if len(over):
+        mine, spans = _holdings(plan, over)
+        for m, end in zip(over.tolist(), spans[:, 1].tolist(), strict=True):
+            parts = mine[end - int(plan.count[m] - plan.count_hi) : end]
+            if plan.affordable(float(plan.cost(parts, -1).sum())):
+                plan.move(parts, np.full(len(parts), -1))
+
+
+def _pull(plan: _Plan) -> None:
+    """Members still below their band take from members above their goal, the largest surplus first: each donor
+    releases about its surplus (never dropping below its band) and each partition goes straight to the eligible
+    member furthest below its goal, until every such member reached its goal."""
+    short = plan.goal - plan.load
+    needy = np.flatnonzero(short > plan.eps)
+    if len(needy) == 0:
+        return
+    surplus = plan.load - plan.goal
+    donors = np.flatnonzero((surplus > 0) & (plan.pinned < 0))
+    donors = donors[np.lexsort((plan.rank[donors], -surplus[donors]))]
+    mine, spans = _holdings(plan, donors)
+    need = np.maximum(short[needy], 0.0)
+    for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
+        wanted = plan.eligible[:, needy[need > 0]].any(axis=1)
+        if not wanted.any():
+            return
+        parts = mine[start:end]
+        parts = parts[wanted[plan.pclass[parts]]]
+        give = min(float(surplus[a]), float(need.sum()))
+        for p in parts[_pick(plan.w[parts], give, give + plan.eps)].tolist():
+            ok = np.flatnonzero((need > 0) & plan.eligible[plan.pclass[p], needy])
+            if len(ok) == 0:
+                continue
+            i = int(ok[np.lexsort((plan.rank[needy[ok]], -need[ok]))[0]])
+            if not plan.affordable(float(plan.cost(np.asarray([p]), int(needy[i]))[0])):
+                return
+            plan.move(np.asarray([p]), np.asarray([needy[i]]))
+            need[i] -= plan.w[p]
+
+
+def _place(plan: _Plan) -> None:
+    """Give every pooled partition a subscriber, topic class by class (fewest subscribers first): the heaviest
+    one by one to the member furthest below its goal (LPT), the light rest in one cut along the members' room."""
+    pooled = np.flatnonzero(plan.pool)
+    pooled = pooled[np.argsort(-plan.w[pooled], kind="stable")]  # heaviest first, ties by id (stable)
+    if len(plan.classes) > 1:
+        pooled = pooled[np.argsort(plan.pclass[pooled], kind="stable")]  # grouped by class, order kept
+    bounds = np.searchsorted(plan.pclass[pooled], np.arange(len(plan.classes) + 1))
+    for k, members in enumerate(plan.classes):
+        parts = pooled[bounds[k] : bounds[k + 1]]
+        if len(parts) == 0:
+            continue
+        open_ = members[plan.count[members] < plan.count_hi]
+        members = open_ if len(open_) else members
+        heavy = parts[plan.w[parts] > plan.eps / 2][:_MAX_LPT]
+        if len(heavy):
+            _place_lpt(plan, heavy, members)
+        rest = parts[len(heavy) :]
+        positive = rest[plan.w[rest] > 0]
+        if len(positive):
+            _place_cut(plan, positive, members)
+        zero = rest[plan.w[rest] <= 0]
+        if len(zero):
+            _place_by_count(plan, zero, members)
+    plan.index, plan.scans = None, 0
+
+
+def _place_lpt(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
+    """Longest processing time first: each partition (heaviest first) to the member with the lowest load above
+    its goal, ties MemberInfo order; a member at the count ceiling takes no more."""
+    heap = [(float(plan.load[m] - plan.goal[m]), int(plan.rank[m]), int(m)) for m in members.tolist()]
+    heapq.heapify(heap)
+    room = {int(m): plan.count_hi - int(plan.count[m]) for m in members.tolist()}
+    to = np.empty(len(parts), dtype=np.int32)
+    weights = plan.w[parts].tolist()
+    full: list[tuple[float, int, int]] = []
+    for i, wp in enumerate(weights):
+        if not heap:  # every member at the ceiling: the ceiling gives way rather than a partition staying unowned
+            heap, full = full, []
+            heapq.heapify(heap)
+        slack, r, m = heapq.heappop(heap)
+        to[i] = m
+        room[m] -= 1
+        if room[m] > 0:
+            heapq.heappush(heap, (slack + wp, r, m))
+        else:
+            full.append((slack + wp, r, m))
+    plan.move(parts, to)
+
+
+def _place_cut(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
+    """Raise the members' loads above goal to one common level: lay their room end to end (MemberInfo order) and
+    each partition goes to the member whose stretch holds its midpoint. The partitions are laid in van der Corput
+    order of their load rank, so any stretch gets heavy and light ones alike and counts follow the room."""
+    members = members[np.argsort(plan.rank[members], kind="stable")]
+    slack = plan.load[members] - plan.goal[members]
+    room = np.maximum(_water_level(slack, float(plan.w[parts].sum())) - slack, 0.0)
+    laid = parts[_van_der_corput(len(parts))]
+    mid = np.cumsum(plan.w[laid]) - plan.w[laid] / 2
+    slot = np.minimum(np.searchsorted(np.cumsum(room), mid), len(room) - 1)
+    plan.move(laid, members[slot])
+
+
+def _van_der_corput(n: int) -> np.ndarray:
+    """A permutation of 0..n-1 (bit-reversed counting) whose every run samples the whole range evenly."""
+    bits = max(1, int(n - 1).bit_length())
+    i = np.arange(1 << bits, dtype=np.int64)
+    r = np.zeros_like(i)
+    for b in range(bits):
+        r |= ((i >> b) & 1) << (bits - 1 - b)
+    return r[r < n]
+
+
+def _place_by_count(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
+    """Load-free partitions level the members' counts (fewest partitions first), the remainder in MemberInfo
+    order."""
+    members = members[np.argsort(plan.rank[members], kind="stable")]
+    have = plan.count[members]
+    lo, hi = int(have.min()), int(have.min()) + len(parts)
+    while lo < hi:  # the highest level L with sum(max(0, L - have)) <= len(parts)
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if int(np.maximum(mid - have, 0).sum()) <= len(parts) else (lo, mid - 1)
+    added = np.maximum(lo - have, 0)
+    extra = np.flatnonzero(have + added == lo)[: len(parts) - int(added.sum())]
+    added[extra] += 1
+    plan.move(parts, np.repeat(members, added))
+
+
+def _repair_counts(plan: _Plan) -> None:
+    """With max_count_spread: members still above the ceiling or below the floor trade single partitions with the
+    member furthest the other way that may take them, the one keeping loads closest chosen."""
+    if plan.count_hi == np.iinfo(np.int64).max:
+        return
+    for _ in range(int(np.abs(plan.count - plan.count_lo).sum()) + len(plan.load)):
+        over = np.flatnonzero(plan.count > plan.count_hi)
+        under = np.flatnonzero(plan.count < plan.count_lo)
+        if len(over):
+            a = plan.first_member(over, -plan.count[over])
+            takers = np.flatnonzero(plan.count < plan.count_hi)
+        elif len(under):
+            b = plan.first_member(under, plan.count[under])
+            givers = np.flatnonzero((plan.count > plan.count_lo) & plan.holds[plan.eligible[:, b]].any(axis=0))
+            takers = np.asarray([b])
+            a = plan.first_member(givers, -plan.count[givers]) if len(givers) else -1
+        else:
+            return
+        if a < 0 or not _count_move(plan, a, takers):
+            return
+
+
+def _count_move(plan: _Plan, a: int, takers: np.ndarray) -> bool:
+    parts = plan.parts_of(a)
+    if len(parts) == 0 or len(takers) == 0:
+        return False
+    takers = takers[takers != a]
+    b_of = np.full(len(plan.classes), -1, dtype=np.int64)
+    for k in np.unique(plan.pclass[parts]).tolist():
+        ok = takers[plan.eligible[k, takers]]
+        if len(ok):
+            b_of[k] = plan.first_member(ok, plan.count[ok], plan.load[ok])
+    b = b_of[plan.pclass[parts]]
+    parts, b = parts[b >= 0], b[b >= 0]
+    if len(parts) == 0:
+        return False
+    gap = np.abs((plan.load[a] - plan.w[parts]) - (plan.load[b] + plan.w[parts]))
+    i = int(np.lexsort((parts, gap))[0])
+    plan.move(parts[i : i + 1], b[i : i + 1])
+    return True
+
+
+def _best_give(plan: _Plan, a: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The move (or swap) from member a to its lightest eligible member that evens the pair most; None if no
+    move lands the receiver `eps` below a's load."""
+    parts = plan.parts_of(a)
+    if len(parts) == 0:
+        return None
+    ks = plan.pclass[parts]
+    present = np.unique(ks)
+    open_ = plan.count < plan.count_hi
+    open_[a] = False
+    by_load = np.lexsort((plan.rank, plan.load))
+    allowed = plan.eligible[present][:, by_load] & open_[by_load]
+    firsts = np.argmax(allowed, axis=1)
+    receiver = np.full(len(plan.classes), -1, dtype=np.int64)
+    receiver[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+    if plan.count[a] > plan.count_lo[a]:
+        move = _best_move(plan, a, parts, receiver[ks])
+        if move is not None:
+            return move
+    takers = receiver[present][receiver[present] >= 0]
+    if len(takers) == 0:
+        return None
+    return _best_swap(plan, a, plan.first_member(takers, plan.load[takers]))
+
+
+def _best_take(plan: _Plan, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The move (or swap) to member b from one of the heaviest members holding partitions b may take."""
+    if plan.count[b] >= plan.count_hi:
+        return None
+    mine = plan.eligible[:, b]
+    donors = np.flatnonzero(plan.holds[mine].any(axis=0) & (plan.load > plan.load[b] + plan.eps))
+    # A donor with one partition cannot give it without ending below b (it is its whole load).
+    donors = donors[(plan.count[donors] > plan.count_lo[donors]) & (plan.count[donors] > 1)]
+    for a in donors[np.lexsort((plan.rank[donors], -plan.load[donors]))][:_DONORS].tolist():
+        parts = plan.parts_of(a)
+        parts = parts[mine[plan.pclass[parts]]]
+        move = _best_move(plan, a, parts, np.full(len(parts), b))
+        if move is None:
+            move = _best_swap(plan, a, b)
+        if move is not None:
+            return move
+    return None
+
+
+def _best_move(plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
+    most a's load minus eps (so the pair's max falls); ties by partition id."""
+    ok = to >= 0
+    parts, to = parts[ok], to[ok]
+    w = plan.w[parts]
+    gap = plan.load[a] - plan.load[to]
+    fine = (w > 0) & (w <= gap - plan.eps)
+    if plan.budget < np.inf:
+        fine &= plan.spent + plan.cost(parts, to) <= plan.budget
+    if not fine.any():
+        return None
+    parts, to, w, gap = parts[fine], to[fine], w[fine], gap[fine]
+    i = int(np.lexsort((parts, np.abs(w - gap / 2)))[0])
+    return parts[i : i + 1], to[i : i + 1]
+
+
+def _best_swap(plan: _Plan, a: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The swap of p (from a) and q (from b) that moves the least load per unit the pair's max falls; it must fall
+    by at least eps (the load difference d = w(p) - w(q) within [eps, gap - eps]), ties by partition ids."""
+    gap = float(plan.load[a] - plan.load[b])
+    if gap < 2 * plan.eps:
+        return None
+    mine, theirs = plan.parts_of(a), plan.parts_of(b)
+    mine = mine[plan.eligible[plan.pclass[mine], b]]
+    theirs = theirs[plan.eligible[plan.pclass[theirs], a]]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    theirs = theirs[np.lexsort((theirs, plan.w[theirs]))]
+    wt, wm = plan.w[theirs], plan.w[mine]
+    at = np.searchsorted(wt, wm - gap / 2)
+    best: tuple[float, int, int] | None = None
+    for side in (at - 1, at):  # for each p, the partners on either side of the ideal w(p) - gap / 2
+        j = np.clip(side, 0, len(theirs) - 1)
+        d = wm - wt[j]
+        fine = (side >= 0) & (side < len(theirs)) & (d >= plan.eps) & (d <= gap - plan.eps)
+        if plan.budget < np.inf:
+            fine &= plan.spent + plan.cost(mine, b) + plan.cost(theirs[j], a) <= plan.budget
+        i = np.flatnonzero(fine)
+        if len(i) == 0:
+            continue
+        score = (wm[i] + wt[j[i]]) / np.minimum(d[i], gap - d[i])
+        k = int(np.lexsort((theirs[j[i]], mine[i], score))[0])
+        cand = (float(score[k]), int(mine[i[k]]), int(theirs[j[i[k]]]))
+        best = cand if best is None or cand < best else best
+    if best is None:
+        return None
+    return np.asarray([best[1], best[2]]), np.asarray([b, a])
+
+
+def _extremes(plan: _Plan) -> tuple[int, int]:
+    """The heaviest member that has something to give and the lightest member, ties MemberInfo order.
+
+    A member holding a single partition cannot give it to a lighter member without that member ending heavier
+    than it was (a heavy partition alone on its member is where the bound puts it), so it is passed over.
+    """
+    givers = np.flatnonzero(plan.count > 1)
+    givers = givers if len(givers) else np.arange(len(plan.load))
+    return plan.first_member(givers, -plan.load[givers]), plan.first_member(np.arange(len(plan.load)), plan.load)
+
+
+def _settled(plan: _Plan) -> bool:
+    """The stopping rule: counts inside their window, and neither the heaviest member can give nor the lightest
+    member take a partition (or swap) that evens them by more than eps."""
+    if np.any(plan.count > plan.count_hi) or np.any(plan.count < plan.count_lo):
+        return False
+    heaviest, lightest = _extremes(plan)
+    return _best_give(plan, heaviest) is None and _best_take(plan, lightest) is None
+
+
+def _improve(plan: _Plan) -> None:
+    """Moves and swaps until settled; each one lowers the sum of squared loads by at least 2 x eps x the load
+    it shifts, so the loop ends; the iteration cap bounds its time on huge groups."""
+    for _ in range(4 * len(plan.load) + 1000):
+        heaviest, lightest = _extremes(plan)
+        step = _best_give(plan, heaviest) or _best_take(plan, lightest)
+        if step is None:
+            return
+        plan.move(*step)
