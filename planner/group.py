@@ -1,6 +1,6 @@
 """A consumer group as the assignors see it: names mapped to dense integer ids, per-partition data in arrays.
 
-Parses the compact assignor form of ARCHITECTURE.md (and, via `from_snapshot`, one snapshot-file document)
+Parses the compact assignor form (docs/architecture.md, README) (and, via `from_snapshot`, one snapshot-file document)
 into a read-only `GroupSpec`, with two optional per-topic inputs: `topic_ids` (Kafka's topic Uuids, base64, which
 order topics in the server-side assignors as Kafka's HashSet<Uuid> / Uuid.compareTo do) and `partition_racks`
 (the racks of each partition's replicas, KIP-881). Ids are dense and ordered so every assignor is deterministic
@@ -40,6 +40,12 @@ class PartitionRacks:
     def of(self, partition: int) -> tuple[str, ...]:
         """The rack names of one partition id (empty when none is known)."""
         return tuple(self.names[r] for r in self.ids[self.offsets[partition] : self.offsets[partition + 1]])
+
+    def ids_per_partition(self, first: int, stop: int) -> list[frozenset[int]]:
+        """The rack ids of partition ids first .. stop - 1, one set each."""
+        ids = self.ids[self.offsets[first] : self.offsets[stop]].tolist()
+        bounds = (self.offsets[first : stop + 1] - self.offsets[first]).tolist()
+        return [frozenset(ids[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
     def rack_id(self, rack: str | None) -> int:
         """The id of a rack name, or -1 when no partition has a replica there (or `rack` is None)."""
@@ -261,7 +267,8 @@ def _partition_racks(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
     if not isinstance(raw, Mapping):
         raise InputError("partition_racks must be an object {topic: [[rack, ...] for each partition]}")
     topic_id = {t: i for i, t in enumerate(topics)}
-    per_partition: dict[int, list[str]] = {}
+    partition: list[np.ndarray] = []  # one entry per (partition, rack) pair, flattened
+    rack: list[str] = []
     for t, lists in raw.items():
         if t not in topic_id:
             raise InputError(f"partition_racks[{t!r}]: not a topic of the group")
@@ -269,21 +276,23 @@ def _partition_racks(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
         if not isinstance(lists, Sequence) or isinstance(lists, str) or len(lists) > n:
             raise InputError(f"partition_racks[{t!r}] must be a list of at most {n} rack lists, one per partition")
         for p, racks in enumerate(lists):
-            what = f"partition_racks[{t!r}][{p}]"
             if not isinstance(racks, Sequence) or isinstance(racks, str) or not all(isinstance(r, str) for r in racks):
-                raise InputError(f"{what} must be a list of rack names")
-            per_partition[int(topic_start[topic_id[t]]) + p] = list(racks)
-    names = tuple(sorted({r for racks in per_partition.values() for r in racks}, key=java_key))
+                raise InputError(f"partition_racks[{t!r}][{p}] must be a list of rack names")
+        sizes = [len(racks) for racks in lists]
+        partition.append(np.repeat(np.arange(len(lists), dtype=np.int64) + topic_start[topic_id[t]], sizes))
+        rack.extend(r for racks in lists for r in racks)
+    names = tuple(sorted(set(rack), key=java_key))
     rack_of = {r: i for i, r in enumerate(names)}
-    sizes = np.zeros(int(topic_start[-1]), dtype=np.int64)
-    ids = []
-    for p in sorted(per_partition):
-        unique = sorted({rack_of[r] for r in per_partition[p]})
-        sizes[p] = len(unique)
-        ids.extend(unique)
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    return PartitionRacks(names, _frozen(offsets), _frozen(np.asarray(ids, dtype=np.int32)))
+    # Sort the (partition, rack id) pairs and drop repeats: a partition's racks form a set (Node::rack, toSet).
+    pairs = np.unique(
+        np.stack(
+            [np.concatenate([np.empty(0, np.int64), *partition]), np.asarray([rack_of[r] for r in rack], np.int64)]
+        ),
+        axis=1,
+    )
+    offsets = np.zeros(int(topic_start[-1]) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pairs[0], minlength=int(topic_start[-1])), out=offsets[1:])
+    return PartitionRacks(names, _frozen(offsets), _frozen(pairs[1].astype(np.int32)))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -341,7 +350,7 @@ def claimed_by_others(group: GroupSpec, owner: np.ndarray) -> np.ndarray:
 
 
 def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Convert one snapshot-file document (ARCHITECTURE.md) to the compact assignor form.
+    """Convert one snapshot-file document (schemas/snapshot.schema.json) to the compact assignor form.
 
     owned = the member's `owned` when non-empty, else its `assignment`; generation = the group's generation.
     """

@@ -1,0 +1,620 @@
+"""KIP-881 rack-aware RangeAssignor (client side): Kafka's RangeAssignorTest cases with racks, its documented
+guarantees on random groups, and the `partition_racks` input of the compact form.
+
+Upstream: apache/kafka clients, RangeAssignorTest and the helpers of AbstractPartitionAssignorTest (partitionInfos,
+verifyRackAssignment), Kafka 4.0 line. Kafka's replica layout is rebuilt here: broker b has rack brokerRacks[b],
+partition i of the topic whose layout starts at `next_index` has replicas on brokers (i + j + next_index) % B.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.assignment import by_member
+from planner.assignors.range import RangeAssignor
+from planner.errors import InputError
+from planner.group import parse_group
+from planner.invariants import check_plan
+
+ALL_RACKS = ["a", "b", "c", "d", "e", "f"]  # AbstractPartitionAssignorTest.ALL_RACKS
+
+
+def racks(n: int) -> list[str | None]:
+    """AbstractPartitionAssignorTest.racks"""
+    return [ALL_RACKS[i % len(ALL_RACKS)] for i in range(n)]
+
+
+def null_racks(n: int) -> list[str | None]:
+    """AbstractPartitionAssignorTest.nullRacks"""
+    return [None] * n
+
+
+def replica_racks(n: int, rf: int, broker_racks: list[str | None], next_index: int) -> list[list[str]]:
+    """AbstractPartitionAssignorTest.partitionInfos: the racks of each partition's replicas (null racks dropped)."""
+    brokers = len(broker_racks)
+    return [
+        sorted({r for j in range(rf) if (r := broker_racks[(i + j + next_index) % brokers]) is not None})
+        for i in range(n)
+    ]
+
+
+def layout(topics: dict[str, int], rf: int, broker_racks: list[str | None]) -> dict[str, list[list[str]]]:
+    """AbstractPartitionAssignorTest.partitionsPerTopic: topics laid out one after another (mkMap order)."""
+    result, next_index = {}, 0
+    for t, n in topics.items():
+        result[t] = replica_racks(n, rf, broker_racks, next_index)
+        next_index += n
+    return result
+
+
+def range_assign(doc: dict, prefer: bool = False) -> dict[str, list[tuple[str, int]]]:
+    spec = parse_group(doc)
+    owner = RangeAssignor().assign(spec, prefer_rack_aware_logic=prefer)
+    assert check_plan(spec, owner) == []
+    parts = np.flatnonzero(owner >= 0)
+    return by_member(spec, parts, owner[parts])
+
+
+def tps(text: str) -> set[tuple[str, int]]:
+    """ "t1-0, t1-3" -> {("t1", 0), ("t1", 3)}"""
+    return {(tp.rsplit("-", 1)[0], int(tp.rsplit("-", 1)[1])) for tp in text.split(", ") if tp}
+
+
+def verify_rack_assignment(
+    topics: dict[str, int],
+    rf: int,
+    broker_racks: list[str | None],
+    consumer_racks: list[str | None],
+    consumer_topics: list[list[str]],
+    expected: list[str],
+    mismatches: int,
+    prefer: bool = False,
+) -> None:
+    """AbstractPartitionAssignorTest.verifyRackAssignment: consumers consumer0.. with the given racks and
+    subscriptions; the expected partitions per consumer and, unless -1, the number assigned off-rack."""
+    partition_racks = layout(topics, rf, broker_racks)
+    members = {
+        f"consumer{i}": {"topics": subs, "rack": rack}
+        for i, (subs, rack) in enumerate(zip(consumer_topics, consumer_racks, strict=True))
+    }
+    result = range_assign({"topics": topics, "members": members, "partition_racks": partition_racks}, prefer)
+    assert {m: set(parts) for m, parts in result.items()} == {f"consumer{i}": tps(e) for i, e in enumerate(expected)}
+    if mismatches >= 0:
+        off_rack = [
+            (t, p)
+            for i, rack in enumerate(consumer_racks)
+            if rack is not None
+            for t, p in result[f"consumer{i}"]
+            if rack not in partition_racks[t][p]
+        ]
+        assert len(off_rack) == mismatches, off_rack
+
+
+def verify_non_rack_aware_assignment(topics: dict[str, int], consumer_topics: list[list[str]], expected: list[str]):
+    """RangeAssignorTest.verifyNonRackAwareAssignment: the combinations where racks change nothing."""
+    verify_rack_assignment(topics, 3, null_racks(3), racks(3), consumer_topics, expected, -1)
+    verify_rack_assignment(topics, 3, racks(3), null_racks(3), consumer_topics, expected, -1)
+    verify_rack_assignment(topics, 3, racks(3), racks(3), consumer_topics, expected, 0)
+    verify_rack_assignment(topics, 4, racks(4), racks(3), consumer_topics, expected, 0)
+    verify_rack_assignment(topics, 3, racks(3), ["d", "e", "f"], consumer_topics, expected, -1)
+    verify_rack_assignment(topics, 3, racks(3), [None, "e", "f"], consumer_topics, expected, -1)
+    verify_rack_assignment(topics, 3, racks(3), racks(3), consumer_topics, expected, 0, prefer=True)
+
+
+def test_rack_aware_assignment_with_uniform_subscription():
+    """Kafka: RangeAssignorTest.testRackAwareAssignmentWithUniformSubscription"""
+    topics = {"t1": 6, "t2": 7, "t3": 2}
+    subs = [["t1", "t2", "t3"]] * 3
+    verify_non_rack_aware_assignment(
+        topics, subs, ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0", "t1-2, t1-3, t2-3, t2-4, t3-1", "t1-4, t1-5, t2-5, t2-6"]
+    )
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-0, t1-3, t2-0, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t3-0", "t1-2, t1-5, t2-2, t2-5, t3-1"],
+        0,
+    )
+    verify_rack_assignment(
+        topics,
+        2,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-0, t1-2, t2-0, t2-2, t2-3, t3-1", "t1-1, t1-3, t2-1, t2-4, t3-0", "t1-4, t1-5, t2-5, t2-6"],
+        1,
+    )
+    # One consumer on a rack with no partitions.
+    verify_rack_assignment(
+        topics,
+        3,
+        racks(2),
+        racks(3),
+        subs,
+        ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0", "t1-2, t1-3, t2-3, t2-4, t3-1", "t1-4, t1-5, t2-5, t2-6"],
+        4,
+    )
+
+
+def test_rack_aware_assignment_with_non_equal_subscription():
+    """Kafka: RangeAssignorTest.testRackAwareAssignmentWithNonEqualSubscription"""
+    topics = {"t1": 6, "t2": 7, "t3": 2}
+    subs = [["t1", "t2", "t3"], ["t1", "t2", "t3"], ["t1", "t3"]]
+    verify_non_rack_aware_assignment(
+        topics, subs, ["t1-0, t1-1, t2-0, t2-1, t2-2, t2-3, t3-0", "t1-2, t1-3, t2-4, t2-5, t2-6, t3-1", "t1-4, t1-5"]
+    )
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-0, t1-3, t2-0, t2-2, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t2-5, t3-0", "t1-2, t1-5, t3-1"],
+        2,
+    )
+    verify_rack_assignment(
+        topics,
+        2,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-0, t1-2, t2-0, t2-2, t2-3, t2-5, t3-1", "t1-1, t1-3, t2-1, t2-4, t2-6, t3-0", "t1-4, t1-5"],
+        0,
+    )
+    verify_rack_assignment(
+        topics,
+        3,
+        racks(2),
+        racks(3),
+        subs,
+        ["t1-0, t1-1, t2-0, t2-1, t2-2, t2-3, t3-0", "t1-2, t1-3, t2-4, t2-5, t2-6, t3-1", "t1-4, t1-5"],
+        2,
+    )
+
+
+def test_rack_aware_assignment_with_uniform_partitions():
+    """Kafka: RangeAssignorTest.testRackAwareAssignmentWithUniformPartitions (co-partitioning before racks)"""
+    topics = {"t1": 5, "t2": 5, "t3": 5}
+    subs = [["t1", "t2", "t3"]] * 3
+    plain = ["t1-0, t1-1, t2-0, t2-1, t3-0, t3-1", "t1-2, t1-3, t2-2, t2-3, t3-2, t3-3", "t1-4, t2-4, t3-4"]
+    verify_non_rack_aware_assignment(topics, subs, plain)
+    verify_rack_assignment(topics, 1, racks(3), racks(3), subs, plain, 10)
+    verify_rack_assignment(topics, 2, racks(3), racks(3), subs, plain, 5)
+    verify_rack_assignment(topics, 3, racks(2), racks(3), subs, plain, 3)
+
+
+def test_rack_aware_assignment_with_uniform_partitions_non_equal_subscription():
+    """Kafka: RangeAssignorTest.testRackAwareAssignmentWithUniformPartitionsNonEqualSubscription"""
+    topics = {"t1": 5, "t2": 5, "t3": 5}
+    subs = [["t1", "t2", "t3"], ["t1", "t2", "t3"], ["t1", "t3"]]
+    verify_non_rack_aware_assignment(
+        topics, subs, ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0, t3-1", "t1-2, t1-3, t2-3, t2-4, t3-2, t3-3", "t1-4, t3-4"]
+    )
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-0, t1-1, t2-0, t2-1, t2-4, t3-0, t3-1", "t1-2, t1-3, t2-2, t2-3, t3-2, t3-3", "t1-4, t3-4"],
+        9,
+    )
+    verify_rack_assignment(
+        topics,
+        2,
+        racks(3),
+        racks(3),
+        subs,
+        ["t1-2, t2-0, t2-1, t2-3, t3-2", "t1-0, t1-3, t2-2, t2-4, t3-0, t3-3", "t1-1, t1-4, t3-1, t3-4"],
+        0,
+    )
+    verify_rack_assignment(
+        topics,
+        3,
+        racks(2),
+        racks(3),
+        subs,
+        ["t1-0, t1-1, t2-0, t2-1, t2-2, t3-0, t3-1", "t1-2, t1-3, t2-3, t2-4, t3-2, t3-3", "t1-4, t3-4"],
+        2,
+    )
+
+
+def test_rack_aware_assignment_with_co_partitioning():
+    """Kafka: RangeAssignorTest.testRackAwareAssignmentWithCoPartitioning"""
+    topics = {"t1": 6, "t2": 6, "t3": 2, "t4": 2}
+    subs = [["t1", "t2"], ["t1", "t2"], ["t3", "t4"], ["t3", "t4"]]
+    consumer_racks = ["a", "b", "b", "a"]
+    plain = ["t1-0, t1-1, t1-2, t2-0, t2-1, t2-2", "t1-3, t1-4, t1-5, t2-3, t2-4, t2-5", "t3-0, t4-0", "t3-1, t4-1"]
+    verify_rack_assignment(topics, 3, racks(2), consumer_racks, subs, plain, -1)
+    verify_rack_assignment(topics, 2, racks(2), consumer_racks, subs, plain, 0)
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(2),
+        consumer_racks,
+        subs,
+        ["t1-0, t1-2, t1-4, t2-0, t2-2, t2-4", "t1-1, t1-3, t1-5, t2-1, t2-3, t2-5", "t3-1, t4-1", "t3-0, t4-0"],
+        0,
+    )
+    subs = [["t1", "t2", "t3", "t4"]] * 4
+    plain = ["t1-0, t1-1, t2-0, t2-1, t3-0, t4-0", "t1-2, t1-3, t2-2, t2-3, t3-1, t4-1", "t1-4, t2-4", "t1-5, t2-5"]
+    verify_rack_assignment(topics, 3, racks(2), consumer_racks, subs, plain, -1)
+    verify_rack_assignment(topics, 2, racks(2), consumer_racks, subs, plain, 0)
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(2),
+        consumer_racks,
+        subs,
+        ["t1-0, t1-2, t2-0, t2-2, t3-0, t4-0", "t1-1, t1-3, t2-1, t2-3, t3-1, t4-1", "t1-5, t2-5", "t1-4, t2-4"],
+        0,
+    )
+    verify_rack_assignment(
+        topics,
+        1,
+        racks(3),
+        consumer_racks,
+        subs,
+        ["t1-0, t1-3, t2-0, t2-3, t3-0, t4-0", "t1-1, t1-4, t2-1, t2-4, t3-1, t4-1", "t1-2, t2-2", "t1-5, t2-5"],
+        6,
+    )
+
+
+def test_co_partitioned_assignment_with_same_subscription():
+    """Kafka: RangeAssignorTest.testCoPartitionedAssignmentWithSameSubscription"""
+    topics = {"t1": 6, "t2": 6, "t3": 2, "t4": 2, "t5": 4, "t6": 4}
+    subs = [["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"]] * 3
+    consumer_racks = ["a", "b", "c"]
+    plain = [
+        "t1-0, t1-1, t2-0, t2-1, t3-0, t4-0, t5-0, t5-1, t6-0, t6-1",
+        "t1-2, t1-3, t2-2, t2-3, t3-1, t4-1, t5-2, t6-2",
+        "t1-4, t1-5, t2-4, t2-5, t5-3, t6-3",
+    ]
+    verify_rack_assignment(topics, 3, null_racks(3), consumer_racks, subs, plain, -1)
+    verify_rack_assignment(topics, 3, racks(3), consumer_racks, subs, plain, 0, prefer=True)
+    rack_aware = [
+        "t1-0, t1-2, t2-0, t2-2, t3-0, t4-0, t5-1, t6-1",
+        "t1-1, t1-3, t2-1, t2-3, t3-1, t4-1, t5-2, t6-2",
+        "t1-4, t1-5, t2-4, t2-5, t5-0, t5-3, t6-0, t6-3",
+    ]
+    verify_rack_assignment(topics, 2, racks(3), consumer_racks, subs, rack_aware, 0, prefer=True)
+
+
+def test_rack_aware_static_member_range_assignment_persistent_after_member_id_changes():
+    """Kafka: RangeAssignorTest.testRackAwareStaticMemberRangeAssignmentPersistentAfterMemberIdChanges"""
+    # partitionInfos(topic, 5, replicationFactor 2, numBrokerRacks 3, 0): six brokers on racks a, b, c, a, b, c.
+    partition_racks = {t: replica_racks(5, 2, racks(3) * 2, 0) for t in ("topic1", "topic2")}
+    both = ["topic1", "topic2"]
+    members = {
+        f"consumer{i + 1}": {"topics": both, "group_instance_id": f"instance{i + 1}", "rack": racks(3)[i]}
+        for i in range(3)
+    }
+    doc = {"topics": {"topic1": 5, "topic2": 5}, "members": members, "partition_racks": partition_racks}
+    expected = {
+        "instance1": {("topic1", 0), ("topic1", 2), ("topic2", 0), ("topic2", 2)},
+        "instance2": {("topic1", 1), ("topic1", 3), ("topic2", 1), ("topic2", 3)},
+        "instance3": {("topic1", 4), ("topic2", 4)},
+    }
+
+    def by_instance(doc: dict) -> dict[str, set[tuple[str, int]]]:
+        result = range_assign(doc, prefer=True)  # initializeRacks sets preferRackAwareLogic
+        return {doc["members"][m]["group_instance_id"]: set(parts) for m, parts in result.items()}
+
+    assert by_instance(doc) == expected
+    # Switch member ids: consumer3 -> consumer4, consumer2 -> consumer5; the assignment follows the instances.
+    renamed = {"consumer1": members["consumer1"], "consumer4": members["consumer3"], "consumer5": members["consumer2"]}
+    assert by_instance({**doc, "members": renamed}) == expected
+
+
+# RangeAssignorTest's parameterized cases: initializeRacks(rackConfig) puts every partition on all three racks
+# (replication factor 3 over brokers on racks a, b, c, ...) and sets preferRackAwareLogic, so the rack-aware
+# path runs and must give plain ranges.
+RACK_CONFIGS = ["NO_BROKER_RACK", "NO_CONSUMER_RACK", "BROKER_AND_CONSUMER_RACK"]
+
+
+def rack_config_group(config: str, topics: dict[str, int], members: dict[str, tuple], max_consumers: int = 3) -> dict:
+    """RangeAssignorTest.initializeRacks + setupPartitionsPerTopic + subscription(topics, consumerIndex)."""
+    broker_racks = 0 if config == "NO_BROKER_RACK" else max_consumers
+    brokers = max_consumers if broker_racks == 0 else broker_racks * max_consumers
+    broker_rack_list = [None if broker_racks == 0 else ALL_RACKS[i % broker_racks] for i in range(brokers)]
+    partition_racks = {t: replica_racks(n, max_consumers, broker_rack_list, 0) for t, n in topics.items()}
+    rack_count = broker_racks if broker_racks > 0 else len(ALL_RACKS)
+    doc_members = {}
+    for m, (subs, index, *instance) in members.items():
+        rack = ALL_RACKS[index % rack_count] if config != "NO_CONSUMER_RACK" else None
+        doc_members[m] = {"topics": subs, "rack": rack, "group_instance_id": instance[0] if instance else None}
+    return {"topics": topics, "members": doc_members, "partition_racks": partition_racks}
+
+
+def assigned(doc: dict) -> dict[str, set[tuple[str, int]]]:
+    return {m: set(parts) for m, parts in range_assign(doc, prefer=True).items()}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_one_consumer_one_topic(config: str):
+    """Kafka: RangeAssignorTest.testOneConsumerOneTopic and testOnlyAssignsPartitionsFromSubscribedTopics"""
+    doc = rack_config_group(config, {"topic1": 3, "other": 3}, {"consumer1": (["topic1"], 0)})
+    assert assigned(doc) == {"consumer1": tps("topic1-0, topic1-1, topic1-2")}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_one_consumer_multiple_topics(config: str):
+    """Kafka: RangeAssignorTest.testOneConsumerMultipleTopics"""
+    doc = rack_config_group(config, {"topic1": 1, "topic2": 2}, {"consumer1": (["topic1", "topic2"], 0)})
+    assert assigned(doc) == {"consumer1": tps("topic1-0, topic2-0, topic2-1")}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+@pytest.mark.parametrize("partitions, second", [(1, ""), (2, "topic1-1")])
+def test_two_consumers_one_topic(config: str, partitions: int, second: str):
+    """Kafka: RangeAssignorTest.testTwoConsumersOneTopicOnePartition and testTwoConsumersOneTopicTwoPartitions"""
+    doc = rack_config_group(
+        config, {"topic1": partitions}, {"consumer1": (["topic1"], 0), "consumer2": (["topic1"], 1)}
+    )
+    assert assigned(doc) == {"consumer1": tps("topic1-0"), "consumer2": tps(second)}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_multiple_consumers_mixed_topics(config: str):
+    """Kafka: RangeAssignorTest.testMultipleConsumersMixedTopics"""
+    members = {"consumer1": (["topic1"], 0), "consumer2": (["topic1", "topic2"], 1), "consumer3": (["topic1"], 2)}
+    doc = rack_config_group(config, {"topic1": 3, "topic2": 2}, members)
+    assert assigned(doc) == {
+        "consumer1": tps("topic1-0"),
+        "consumer2": tps("topic1-1, topic2-0, topic2-1"),
+        "consumer3": tps("topic1-2"),
+    }
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+@pytest.mark.parametrize("high_instance", ["instance2", None])
+def test_two_consumers_two_topics_six_partitions(config: str, high_instance: str | None):
+    """Kafka: RangeAssignorTest.testTwoStaticConsumersTwoTopicsSixPartitions and
+    testOneStaticConsumerAndOneDynamicConsumerTwoTopicsSixPartitions (instance ids rank before member ids)"""
+    both = ["topic1", "topic2"]
+    high = (both, 1, high_instance) if high_instance else (both, 1)
+    doc = rack_config_group(
+        config, {"topic1": 3, "topic2": 3}, {"consumer-b": (both, 0, "instance1"), "consumer-a": high}
+    )
+    assert assigned(doc) == {
+        "consumer-b": tps("topic1-0, topic1-1, topic2-0, topic2-1"),
+        "consumer-a": tps("topic1-2, topic2-2"),
+    }
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_static_member_range_assignment_persistent(config: str):
+    """Kafka: RangeAssignorTest.testStaticMemberRangeAssignmentPersistent"""
+    both = ["topic1", "topic2"]
+    members = {f"consumer{i + 1}": (both, i, f"instance{i + 1}") for i in range(3)}
+    expected = {
+        "consumer1": tps("topic1-0, topic1-1, topic2-0"),
+        "consumer2": tps("topic1-2, topic2-1"),
+        "consumer3": tps("topic1-3, topic2-2"),
+    }
+    topics = {"topic1": 5, "topic2": 4}
+    first = assigned(rack_config_group(config, topics, {**members, "consumer4": (both, 3)}, max_consumers=5))
+    assert first == {**expected, "consumer4": tps("topic1-4, topic2-3")}
+    # Replace dynamic member 4 with a new dynamic member 5.
+    second = assigned(rack_config_group(config, topics, {**members, "consumer5": (both, 4)}, max_consumers=5))
+    assert second == {**expected, "consumer5": tps("topic1-4, topic2-3")}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_static_member_range_assignment_persistent_after_member_id_changes(config: str):
+    """Kafka: RangeAssignorTest.testStaticMemberRangeAssignmentPersistentAfterMemberIdChanges"""
+    both = ["topic1", "topic2"]
+    members = {f"consumer{i + 1}": (both, i, f"instance{i + 1}") for i in range(3)}
+    expected = {
+        "instance1": tps("topic1-0, topic1-1, topic2-0, topic2-1"),
+        "instance2": tps("topic1-2, topic1-3, topic2-2, topic2-3"),
+        "instance3": tps("topic1-4, topic2-4"),
+    }
+
+    def by_instance(members: dict) -> dict[str, set[tuple[str, int]]]:
+        result = assigned(rack_config_group(config, {"topic1": 5, "topic2": 5}, members))
+        return {members[m][2]: parts for m, parts in result.items()}
+
+    assert by_instance(members) == expected
+    renamed = {"consumer1": members["consumer1"], "consumer4": members["consumer3"], "consumer5": members["consumer2"]}
+    assert by_instance(renamed) == expected
+
+
+# --- The documented guarantees on random groups ----------------------------------------------------------------
+
+
+@st.composite
+def racked_groups(draw: st.DrawFn) -> dict:
+    """Random groups whose members and partitions carry racks (some members without one)."""
+    rack_names = ["a", "b", "c", "d"]
+    topics = {f"t{i}": draw(st.integers(0, 9)) for i in range(draw(st.integers(1, 4)))}
+    names = draw(st.lists(st.sampled_from([f"m{i}" for i in range(6)]), min_size=1, max_size=6, unique=True))
+    members = {
+        m: {
+            "topics": draw(st.lists(st.sampled_from(sorted(topics)), min_size=1, unique=True)),
+            "rack": draw(st.sampled_from([None, *rack_names])),
+        }
+        for m in names
+    }
+    partition_racks = {
+        t: [draw(st.lists(st.sampled_from(rack_names), max_size=3, unique=True)) for _ in range(n)]
+        for t, n in topics.items()
+    }
+    return {"topics": topics, "members": members, "partition_racks": partition_racks}
+
+
+@settings(max_examples=300, deadline=None)
+@given(racked_groups())
+def test_rack_aware_range_keeps_the_per_topic_balance(doc: dict):
+    """Kafka's javadoc, "prioritizing balanced assignment over rack alignment": with racks, each topic's n
+    partitions still go n // k to each of its k subscribers and one more to n % k of them, all to subscribers."""
+    result = range_assign(doc)
+    spec = parse_group(doc)
+    assert check_plan(spec, {m: list(p) for m, p in result.items()}) == []
+    for t, n in doc["topics"].items():
+        subs = [m for m, s in doc["members"].items() if t in s["topics"]]
+        if not subs:
+            continue
+        quota, extra = divmod(n, len(subs))
+        counts = [len([1 for tp, _ in result[m] if tp == t]) for m in subs]
+        assert sorted(counts) == [quota] * (len(subs) - extra) + [quota + 1] * extra
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6), st.integers(1, 4), st.data())
+def test_rack_aware_range_aligns_every_partition_when_racks_can_hold_their_consumers_share(
+    consumer_racks: list[str], quota: int, data: st.DataObject
+):
+    """ "Match consumer racks with partition replica racks on a best-effort basis": one topic, each partition on
+    one rack, each rack holding exactly its consumers' share: every partition is assigned on its rack."""
+    per_rack = Counter(consumer_racks)
+    layout_racks = [r for r in sorted(per_rack) for _ in range(per_rack[r] * quota)]
+    shuffled = data.draw(st.permutations(layout_racks))
+    members = {f"m{i}": {"topics": ["t"], "rack": r} for i, r in enumerate(consumer_racks)}
+    doc = {"topics": {"t": len(shuffled)}, "members": members, "partition_racks": {"t": [[r] for r in shuffled]}}
+    for m, parts in range_assign(doc).items():
+        assert all(shuffled[p] == doc["members"][m]["rack"] for _, p in parts)
+        assert len(parts) == quota
+
+
+@settings(max_examples=200, deadline=None)
+@given(racked_groups())
+def test_without_member_racks_or_partition_racks_it_is_plain_range(doc: dict):
+    """useRackAwareAssignment is false without member racks or without partition racks: plain ranges."""
+    plain = range_assign({"topics": doc["topics"], "members": doc["members"]})
+    no_member_racks = {m: {**s, "rack": None} for m, s in doc["members"].items()}
+    assert range_assign({**doc, "members": no_member_racks}) == plain
+    bare = {m: {"topics": s["topics"]} for m, s in doc["members"].items()}
+    assert range_assign({"topics": doc["topics"], "members": bare}) == plain
+
+
+def java_range(doc: dict) -> dict[str, set[tuple[str, int]]]:
+    """RangeAssignor.assignPartitions transcribed line by line (sets and lists, no cursors, no lockstep)."""
+    spec = parse_group(doc)
+    order = sorted(spec.members)  # no static members in these groups: MemberInfo order is member-id order
+    rack_of = {m: s.get("rack") or None for m, s in doc["members"].items()}
+    states = []
+    for t, n in doc["topics"].items():
+        consumers = [m for m in order if t in doc["members"][m]["topics"]]
+        if n == 0 or not consumers:
+            continue
+        consumer_racks = {rack_of[c] for c in consumers} - {None}
+        part_racks = [set(doc["partition_racks"][t][p]) for p in range(n)] if consumer_racks else []
+        every = set().union(*part_racks)
+        needs = bool(consumer_racks) and not consumer_racks.isdisjoint(every) and any(r != every for r in part_racks)
+        states.append(
+            {
+                "t": t,
+                "n": n,
+                "consumers": consumers,
+                "racks": part_racks,
+                "needs": needs,
+                "left": list(range(n)),
+                "done": dict.fromkeys(consumers, 0),
+                "q": n // len(consumers),
+                "extra": n % len(consumers),
+            }
+        )
+    result: dict[str, set[tuple[str, int]]] = {m: set() for m in order}
+
+    def match(state: dict, c: str, p: int) -> bool:
+        return rack_of[c] is None or (bool(state["racks"]) and rack_of[c] in state["racks"][p])
+
+    def room(state: dict, c: str) -> int:
+        return max(0, state["q"] + (1 if state["extra"] > 0 else 0) - state["done"][c])
+
+    def give(state: dict, c: str, parts: list[int]) -> None:
+        result[c].update((state["t"], p) for p in parts)
+        state["done"][c] += len(parts)
+        if state["done"][c] > state["q"]:
+            state["extra"] -= 1
+        state["left"] = [p for p in state["left"] if p not in parts]
+
+    def ranges(state: dict, with_racks: bool) -> None:
+        for c in state["consumers"]:
+            if not state["left"]:
+                break
+            picks = [p for p in state["left"] if not with_racks or match(state, c, p)][: room(state, c)]
+            if picks:
+                give(state, c, picks)
+
+    if any(s["needs"] for s in states):
+        groups: dict = defaultdict(list)
+        for state in states:
+            groups[(tuple(state["consumers"]), len(state["racks"]))].append(state)
+        for (consumers, size), co in groups.items():
+            if len(co) > 1:
+                remaining = list(consumers)
+                for p in range(size):
+                    found = [c for c in remaining if all(match(s, c, p) and room(s, c) > 0 for s in co)]
+                    if found:
+                        for s in co:
+                            give(s, found[0], [p])
+                        if not any(room(s, found[0]) > 0 for s in co):
+                            remaining.remove(found[0])
+                            if not remaining:
+                                break
+            elif co[0]["needs"]:
+                ranges(co[0], True)
+    for state in states:
+        ranges(state, False)
+    return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(racked_groups())
+def test_rack_aware_range_matches_the_java_transcription(doc: dict):
+    assert {m: set(p) for m, p in range_assign(doc).items()} == java_range(doc)
+
+
+# --- The compact form's partition_racks ------------------------------------------------------------------------
+
+
+def test_partition_racks_are_parsed_per_partition():
+    spec = parse_group(
+        {
+            "topics": {"t": 3, "u": 2},
+            "members": {},
+            "partition_racks": {"t": [["r2", "r1", "r2"], []], "u": [["r3"]]},
+        }
+    )
+    racks = spec.partition_racks
+    assert racks is not None and racks.names == ("r1", "r2", "r3")
+    assert [racks.of(p) for p in range(5)] == [("r1", "r2"), (), (), ("r3",), ()]
+    assert racks.contains(np.asarray([0, 0, 1, 3, 4]), np.asarray([0, 2, 0, 2, 2])).tolist() == [
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert racks.rack_id("r3") == 2 and racks.rack_id("zz") == -1 and racks.rack_id(None) == -1
+
+
+@pytest.mark.parametrize(
+    "racks, message",
+    [
+        ([["a"]], "must be an object"),
+        ({"x": [["a"]]}, r"partition_racks\['x'\]: not a topic"),
+        ({"t": [["a"], ["b"], ["c"]]}, "at most 2 rack lists"),
+        ({"t": ["a"]}, r"partition_racks\['t'\]\[0\] must be a list of rack names"),
+        ({"t": [[1]]}, r"partition_racks\['t'\]\[0\] must be a list of rack names"),
+    ],
+)
+def test_bad_partition_racks_are_rejected_naming_the_field(racks: object, message: str):
+    with pytest.raises(InputError, match=message):
+        parse_group({"topics": {"t": 2}, "members": {}, "partition_racks": racks})
+
+
+def test_racks_per_topic_are_counted_once():
+    """A partition's replicas on one rack twice count as one rack (Kafka collects them into a set)."""
+    spec = parse_group({"topics": {"t": 1}, "members": {}, "partition_racks": {"t": [["a", "a", "b"]]}})
+    assert spec.partition_racks is not None
+    assert spec.partition_racks.of(0) == ("a", "b")
