@@ -1,8 +1,10 @@
-"""Everything one generation's report shows, gathered from the lake as plain data and pandas frames.
+"""Everything one generation's report shows, gathered from the lake as plain data (lists of row dicts).
 
 `collect` needs only `read(name, filters)` with the shape of `Lake.read_arrow`, so it runs without Spark. Columns
 that the tables gain later (migration readiness, approval, verification status, load source ...) are carried
-along when a table has them and skipped when it does not.
+along when a table has them and skipped when it does not. Plain rows rather than pandas frames: a group's tables
+are a few dozen rows, where pandas' per-call overhead (about 0.1 ms an operation) would be most of the time of a
+thousand reports.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from deltalake.exceptions import TableNotFoundError
 
 from jobs.report.reader import Filters, Read
 from planner.errors import InputError
+
+Rows = list[dict[str, Any]]
 
 GENERATION_COLUMNS = (
     "group_id",
@@ -32,7 +34,7 @@ GENERATION_COLUMNS = (
     "gate_summary",
     "changes",
 )
-"""The generation columns the page lays out itself; any other column is shown as it is, under "details"."""
+"""The generation columns the page lays out itself; any other column is shown as it is, in the header."""
 
 HOT_KEYS_SHOWN = 10
 TODAY = "today"
@@ -40,24 +42,24 @@ TODAY = "today"
 
 @dataclass(frozen=True)
 class GenerationReport:
-    """One generation of one group, ready to render; every frame may be empty (nothing measured or planned)."""
+    """One generation of one group, ready to render; every list may be empty (nothing measured or planned)."""
 
     group_id: str
     generation_id: int
     generation: dict[str, Any]  # the `generations` row, every column the table has
-    extras: dict[str, Any]  # non-empty columns beyond GENERATION_COLUMNS
+    extras: dict[str, Any]  # non-empty columns beyond GENERATION_COLUMNS (JSON text parsed)
     changes: Any  # what changed since the last generation, when the lake records it
     parameters: dict[str, Any]
-    partitions: pd.DataFrame  # topic, partition, load, source, owner (today), member (chosen plan), lag
-    what_if: pd.DataFrame  # topic, partitioner, partition_count, current, partition, load
-    skew_summary: pd.DataFrame  # key_skew_summary rows of the run's topics
-    hot_keys: pd.DataFrame  # topic, rank, key (printable), messages, share, partition (today)
-    fingerprint: pd.DataFrame  # topic, partitioner, share, observed_messages, explained_messages
-    candidates: pd.DataFrame  # plan_metrics rows, chosen first
-    members: pd.DataFrame  # member, plan (TODAY or a strategy), chosen, partitions, load
-    moves: pd.DataFrame  # round, action, topic, partition, previous_member, member, load
-    lag: pd.DataFrame  # member, today, after (the chosen plan)
-    gate: pd.DataFrame  # expectation, success, observed_value, details, ...; failed first
+    partitions: Rows  # topic, partition, load, source, owner (today), member (chosen plan), lag
+    what_if: Rows  # topic, partitioner, partition_count, current, partition, load
+    skew_summary: Rows  # key_skew_summary rows of the group's topics
+    hot_keys: Rows  # topic, rank, key (printable), messages, share, partition (today)
+    fingerprint: Rows  # topic, partitioner, share, observed_messages, explained_messages
+    candidates: Rows  # plan_metrics rows (every column the table has), chosen first
+    members: Rows  # member, plan (TODAY or a strategy), chosen, partitions, load
+    moves: Rows  # round, action, topic, partition, previous_member, member, load
+    lag: Rows  # member, today, after (the chosen plan)
+    gate: Rows  # expectation, success, observed_value, details, ...; failed first
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -76,29 +78,29 @@ class GenerationReport:
 def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     """Gather one generation's report from the lake; InputError when the lake has no such generation."""
     keys = [("group_id", "=", group_id), ("generation_id", "=", int(generation_id))]
-    rows = frame(read, "generations", keys)
-    if rows.empty:
+    found = rows(read, "generations", keys)
+    if not found:
         raise InputError(f"generations: group {group_id!r} has no generation {generation_id}")
-    generation = _plain(rows.iloc[0].to_dict())
+    generation = found[0]
     parameters = _json(generation.get("parameters"))
     parameters = parameters if isinstance(parameters, dict) else {"parameters": parameters}
     changes = _json(generation.get("changes", parameters.get("changes")))
     run_id, snapshot_id = generation.get("run_id"), generation.get("snapshot_id")
 
-    plans = frame(read, "plans", keys)
-    metrics = frame(read, "plan_metrics", keys)
-    chosen = generation.get("chosen_strategy") or _chosen(metrics)
-    target = plans[plans["strategy"] == chosen] if not plans.empty else plans
+    plans = rows(read, "plans", keys)
+    metrics = rows(read, "plan_metrics", keys)
+    chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
+    target = [r for r in plans if r["strategy"] == chosen]
     roster, today = _today(read, group_id, snapshot_id)
-    topics = sorted(set(plans.get("topic", [])) | {t for t, _ in today})
+    topics = sorted({r["topic"] for r in plans} | {t for t, _ in today})
+    run = [("topic", "in", topics), ("run_id", "=", run_id)]
 
-    skew = frame(read, "key_skew", [("topic", "in", topics), ("run_id", "=", run_id)])
-    lags = _lags(frame(read, "partition_offsets", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]))
-    weighted = set(parameters.get("weighted_topics", []))
-    partitions = partition_loads(skew, target, today, lags, weighted)
-    members = sorted(set(roster) | set(plans.get("member", pd.Series(dtype=object)).dropna()))
-    summary = frame(read, "key_skew_summary", [("topic", "in", topics), ("run_id", "=", run_id)])
-    current = {} if summary.empty else dict(summary.loc[summary["current"], ["topic", "partition_count"]].values)
+    skew = rows(read, "key_skew", run)
+    lags = _lags(rows(read, "partition_offsets", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]))
+    partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
+    members = sorted(set(roster) | {r["member"] for r in plans if r.get("member") is not None})
+    summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
+    current = {r["topic"]: r["partition_count"] for r in summary if r.get("current")}
     return GenerationReport(
         group_id=group_id,
         generation_id=int(generation_id),
@@ -108,153 +110,139 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
         parameters=parameters,
         partitions=partitions,
         what_if=_what_if(skew),
-        skew_summary=summary if summary.empty else summary.sort_values(["topic", "partition_count"], ignore_index=True),
-        hot_keys=_hot_keys(
-            frame(read, "key_skew_hot_keys", [("topic", "in", topics), ("run_id", "=", run_id)]), current
-        ),
-        fingerprint=_fingerprint(
-            frame(read, "key_skew_fingerprint", [("topic", "in", topics), ("run_id", "=", run_id)])
-        ),
-        candidates=_candidates(metrics),
+        skew_summary=summary,
+        hot_keys=_hot_keys(rows(read, "key_skew_hot_keys", run), current),
+        fingerprint=_fingerprint(rows(read, "key_skew_fingerprint", run)),
+        candidates=_without_keys(sorted(metrics, key=lambda m: (not m.get("chosen"), m["strategy"]))),
         members=member_loads(members, today, plans, chosen, partitions),
         moves=moves(target, partitions),
         lag=member_lag(members, partitions),
-        gate=_gate(frame(read, "gate_results", keys)),
+        gate=_without_keys(
+            sorted(rows(read, "gate_results", keys), key=lambda r: (bool(r["success"]), r["expectation"]))
+        ),
         notes=_notes(partitions, today),
     )
 
 
-def history(read: Read, group_id: str) -> pd.DataFrame:
+def history(read: Read, group_id: str) -> Rows:
     """One row per generation of the group (newest first), with the chosen candidate's balance and moves."""
-    gens = frame(read, "generations", [("group_id", "=", group_id)])
-    metrics = frame(read, "plan_metrics", [("group_id", "=", group_id)])
-    if not metrics.empty:
-        best = metrics[metrics["chosen"].fillna(False).astype(bool)]
-        keep = [c for c in ("generation_id", "max_mean_load", "partitions_moved", "members", "partitions") if c in best]
-        gens = gens.merge(best[keep], on="generation_id", how="left")
-    return gens.sort_values("generation_id", ascending=False).reset_index(drop=True)
+    chosen = {m["generation_id"]: m for m in rows(read, "plan_metrics", [("group_id", "=", group_id)]) if m["chosen"]}
+    out = []
+    for g in rows(read, "generations", [("group_id", "=", group_id)]):
+        best = chosen.get(g["generation_id"], {})
+        out.append(g | {k: best.get(k) for k in ("max_mean_load", "partitions_moved", "members", "partitions")})
+    return sorted(out, key=lambda g: -g["generation_id"])
 
 
-def groups(read: Read) -> pd.DataFrame:
-    """One row per group: how many generations, and the latest one's id, time, status and chosen strategy."""
-    gens = frame(read, "generations")
-    if gens.empty:
-        return pd.DataFrame(columns=["group_id", "generations", "generation_id", "created_at", "status"])
-    latest = gens.sort_values("generation_id").groupby("group_id", sort=True).tail(1).set_index("group_id")
-    latest["generations"] = gens.groupby("group_id").size()
-    return latest.reset_index().sort_values("group_id").reset_index(drop=True)
+def groups(read: Read) -> Rows:
+    """One row per group, sorted by id: the latest generation's row plus how many generations the group has."""
+    latest: dict[str, dict[str, Any]] = {}
+    count: dict[str, int] = defaultdict(int)
+    for g in rows(read, "generations"):
+        count[g["group_id"]] += 1
+        if g["group_id"] not in latest or g["generation_id"] > latest[g["group_id"]]["generation_id"]:
+            latest[g["group_id"]] = g
+    return [latest[g] | {"generations": count[g]} for g in sorted(latest)]
 
 
-def frame(read: Read, name: str, filters: Filters = None) -> pd.DataFrame:
-    """A table's rows as pandas; a table the lake does not have yet reads as empty."""
+def rows(read: Read, name: str, filters: Filters = None) -> Rows:
+    """A table's rows as dicts; a table the lake does not have yet reads as empty."""
     if filters and any(op == "=" and value is None for _, op, value in filters):
-        return pd.DataFrame()  # a lookup on a missing id (e.g. no run id) matches nothing
+        return []  # a lookup on a missing id (e.g. no run id) matches nothing
     try:
-        return read(name, list(filters) if filters else None).to_pandas()
+        return read(name, list(filters) if filters else None).to_pylist()
     except TableNotFoundError:
-        return pd.DataFrame()
+        return []
 
 
 def partition_loads(
-    skew: pd.DataFrame,
-    target: pd.DataFrame,
+    skew: Rows,
+    target: Rows,
     today: dict[tuple[str, int], str],
     lags: dict[tuple[str, int], float],
     weighted: set[str],
-) -> pd.DataFrame:
+) -> Rows:
     """Today's load of every partition: the run's key-skew messages, else the plan's weight, else 1.0."""
-    measured: dict[tuple[str, int], float] = {}
-    if not skew.empty:
-        now = skew[skew["current"].astype(bool)]
-        # One partitioner per topic: the first by name when a run measured several.
-        now = now[now["partitioner"] == now.groupby("topic")["partitioner"].transform("min")]
-        column = "load" if "load" in now else "messages"
-        measured = {(t, int(p)): float(v) for t, p, v in zip(now["topic"], now["partition"], now[column], strict=True)}
-    planned = {}
-    if not target.empty:
-        weights = target["weight"] if "weight" in target else pd.Series(1.0, index=target.index)
-        planned = {
-            (t, int(p)): (m, None if pd.isna(w) else float(w))
-            for t, p, m, w in zip(target["topic"], target["partition"], target["member"], weights, strict=True)
-        }
-    rows = []
+    # One partitioner per topic: the first by name when a run measured several.
+    partitioner: dict[str, str] = {}
+    for r in skew:
+        partitioner[r["topic"]] = min(partitioner.get(r["topic"], r["partitioner"]), r["partitioner"])
+    measured = {
+        (r["topic"], r["partition"]): float(r["load"] if r.get("load") is not None else r["messages"])
+        for r in skew
+        if r["current"] and r["partitioner"] == partitioner[r["topic"]]
+    }
+    planned = {(r["topic"], r["partition"]): (r["member"], r.get("weight")) for r in target}
+    out = []
     for key in sorted(set(planned) | set(today) | set(measured)):
         member, weight = planned.get(key, (None, None))
         if key in measured:
             load, source = measured[key], "key skew"
         elif weight is not None and (key[0] in weighted or weight != 1.0):
-            load, source = weight, "plan weight"
+            load, source = float(weight), "plan weight"
         else:
             load, source = 1.0, "uniform"
-        rows.append((*key, load, source, today.get(key), member, lags.get(key)))
-    columns = ["topic", "partition", "load", "source", "owner", "member", "lag"]
-    return pd.DataFrame(rows, columns=columns).astype({"partition": "int64", "load": "float64", "lag": "float64"})
+        out.append(
+            {"topic": key[0], "partition": key[1], "load": load, "source": source}
+            | {"owner": today.get(key), "member": member, "lag": lags.get(key)}
+        )
+    return out
 
 
 def member_loads(
-    members: list[str],
-    today: dict[tuple[str, int], str],
-    plans: pd.DataFrame,
-    chosen: str | None,
-    partitions: pd.DataFrame,
-) -> pd.DataFrame:
+    members: list[str], today: dict[tuple[str, int], str], plans: Rows, chosen: str | None, partitions: Rows
+) -> Rows:
     """Load and partition count per member today and under every candidate, all with the same partition loads."""
-    load = {(t, p): v for t, p, v in zip(partitions["topic"], partitions["partition"], partitions["load"], strict=True)}
-    plan_owner = {TODAY: today}
-    for strategy, rows in plans.groupby("strategy", sort=True) if not plans.empty else []:
-        owners = zip(rows["topic"], rows["partition"].astype(int), rows["member"], strict=True)
-        plan_owner[strategy] = {(t, p): m for t, p, m in owners if m is not None and not pd.isna(m)}
+    load = {(p["topic"], p["partition"]): p["load"] for p in partitions}
+    owners: dict[str, dict[tuple[str, int], str]] = {TODAY: today}
+    for r in sorted(plans, key=lambda r: r["strategy"]):
+        if r.get("member") is not None:
+            owners.setdefault(r["strategy"], {})[(r["topic"], r["partition"])] = r["member"]
     out = []
-    for plan, owner in plan_owner.items():
-        totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for plan, owner in owners.items():
+        count: dict[str, int] = defaultdict(int)
+        total: dict[str, float] = defaultdict(float)
         for key, member in owner.items():
-            totals[member][0] += 1
-            totals[member][1] += load.get(key, 1.0)
-        out += [(m, plan, plan == chosen, totals[m][0], totals[m][1]) for m in members]
-    return pd.DataFrame(out, columns=["member", "plan", "chosen", "partitions", "load"])
+            count[member] += 1
+            total[member] += load.get(key, 1.0)
+        out += [
+            {"member": m, "plan": plan, "chosen": plan == chosen, "partitions": count[m], "load": total[m]}
+            for m in members
+        ]
+    return out
 
 
-def moves(target: pd.DataFrame, partitions: pd.DataFrame) -> pd.DataFrame:
+def moves(target: Rows, partitions: Rows) -> Rows:
     """The chosen plan's partition movements in rebalance order.
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in round 1 and assigned in round 2
     (the follow-up rebalance); eager protocols move it within one rebalance. Unowned partitions are assigned in
     round 1 either way.
     """
-    columns = ["round", "action", "topic", "partition", "previous_member", "member", "load"]
-    if target.empty:
-        return pd.DataFrame(columns=columns)
-    load = {(t, p): v for t, p, v in zip(partitions["topic"], partitions["partition"], partitions["load"], strict=True)}
-    phase = target["phase"] if "phase" in target else pd.Series("assign", index=target.index)
-    rows = []
-    for t, p, member, previous, step in zip(
-        target["topic"], target["partition"], target["member"], target["previous_member"], phase, strict=True
-    ):
-        previous = None if pd.isna(previous) else previous
-        weight = load.get((t, int(p)), 1.0)
-        if step == "revoke":
-            rows.append((1, "revoke", t, int(p), previous, None, weight))
-            rows.append((2, "assign", t, int(p), previous, member, weight))
+    load = {(p["topic"], p["partition"]): p["load"] for p in partitions}
+    out = []
+    for r in target:
+        t, p, member, previous = r["topic"], r["partition"], r["member"], r.get("previous_member")
+        row = {"topic": t, "partition": p, "previous_member": previous, "member": member, "load": load.get((t, p))}
+        if r.get("phase") == "revoke":
+            out.append({"round": 1, "action": "revoke"} | row | {"member": None})
+            out.append({"round": 2, "action": "assign"} | row)
         elif previous is None:
-            rows.append((1, "assign (was unowned)", t, int(p), None, member, weight))
+            out.append({"round": 1, "action": "assign (was unowned)"} | row)
         elif previous != member:
-            rows.append((1, "move", t, int(p), previous, member, weight))
-    out = pd.DataFrame(rows, columns=columns)
-    return out.sort_values(["round", "topic", "partition", "action"]).reset_index(drop=True)
+            out.append({"round": 1, "action": "move"} | row)
+    return sorted(out, key=lambda m: (m["round"], m["topic"], m["partition"], m["action"]))
 
 
-def member_lag(members: list[str], partitions: pd.DataFrame) -> pd.DataFrame:
+def member_lag(members: list[str], partitions: Rows) -> Rows:
     """Lag (end offset - committed) summed over each member's partitions, today and under the chosen plan."""
-    known = partitions.dropna(subset=["lag"])
-    today = known.groupby("owner")["lag"].sum()
-    after = known.groupby("member")["lag"].sum()
-    return pd.DataFrame(
-        {
-            "member": members,
-            "today": [float(today.get(m, 0.0)) for m in members],
-            "after": [float(after.get(m, 0.0)) for m in members],
-        }
-    )
+    today: dict[str, float] = defaultdict(float)
+    after: dict[str, float] = defaultdict(float)
+    for p in partitions:
+        if p["lag"] is not None:
+            today[p["owner"]] += p["lag"]
+            after[p["member"]] += p["lag"]
+    return [{"member": m, "today": today[m], "after": after[m]} for m in members]
 
 
 def key_text(key: Any) -> str:
@@ -272,94 +260,71 @@ def key_text(key: Any) -> str:
 
 def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str], dict[tuple[str, int], str]]:
     """The snapshot's members and today's owner of each partition (the coordinator's assignment)."""
-    snapshot = frame(read, "snapshots", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)])
     roster, owner = [], {}
-    for row in snapshot.to_dict("records"):
+    for row in rows(read, "snapshots", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]):
         if not row.get("member_id"):
             continue  # a group without members has one row with member_id ''
         roster.append(row["member_id"])
-        for tp in row.get("assignment") if row.get("assignment") is not None else []:
-            owner[(tp["topic"], int(tp["partition"]))] = row["member_id"]
+        for tp in row.get("assignment") or []:
+            owner[(tp["topic"], tp["partition"])] = row["member_id"]
     return sorted(roster), owner
 
 
-def _lags(offsets: pd.DataFrame) -> dict[tuple[str, int], float]:
+def _lags(offsets: Rows) -> dict[tuple[str, int], float]:
     """Lag per partition: end offset - committed when both are known, else the table's lag column."""
     out = {}
-    for row in offsets.to_dict("records"):
-        end, committed = row.get("end_offset"), row.get("committed")
-        if not pd.isna(end) and not pd.isna(committed):
-            out[(row["topic"], int(row["partition"]))] = max(float(end) - float(committed), 0.0)
-        elif not pd.isna(row.get("lag")):
-            out[(row["topic"], int(row["partition"]))] = float(row["lag"])
+    for r in offsets:
+        end, committed = r.get("end_offset"), r.get("committed")
+        if end is not None and committed is not None:
+            out[(r["topic"], r["partition"])] = max(float(end - committed), 0.0)
+        elif r.get("lag") is not None:
+            out[(r["topic"], r["partition"])] = float(r["lag"])
     return out
 
 
-def _what_if(skew: pd.DataFrame) -> pd.DataFrame:
+def _what_if(skew: Rows) -> Rows:
     """Per-partition load of every measured partition count (today's and each what-if)."""
-    columns = ["topic", "partitioner", "partition_count", "current", "partition", "load"]
-    if skew.empty:
-        return pd.DataFrame(columns=columns)
-    out = skew.assign(load=skew["load"] if "load" in skew else skew["messages"])[columns]
-    return out.sort_values(["topic", "partitioner", "partition_count", "partition"]).reset_index(drop=True)
+    out = [
+        {"topic": r["topic"], "partitioner": r["partitioner"], "partition_count": r["partition_count"]}
+        | {"current": r["current"], "partition": r["partition"]}
+        | {"load": r["load"] if r.get("load") is not None else r["messages"]}
+        for r in skew
+    ]
+    return sorted(out, key=lambda r: (r["topic"], r["partitioner"], r["partition_count"], r["partition"]))
 
 
-def _hot_keys(hot: pd.DataFrame, current: dict[str, int]) -> pd.DataFrame:
+def _hot_keys(hot: Rows, current: dict[str, int]) -> Rows:
     """The hottest keys of each topic at today's partition count, printable."""
-    columns = ["topic", "rank", "key", "messages", "share", "partition"]
-    if hot.empty:
-        return pd.DataFrame(columns=columns)
-    hot = hot[[current.get(t) == c for t, c in zip(hot["topic"], hot["partition_count"], strict=True)]]
-    hot = hot[hot["rank"] <= HOT_KEYS_SHOWN].assign(key=[key_text(k) for k in hot["key"]])
-    return hot[columns].sort_values(["topic", "rank"]).reset_index(drop=True)
+    out = [
+        {"topic": r["topic"], "rank": r["rank"], "key": key_text(r["key"]), "messages": r["messages"]}
+        | {"share": r["share"], "partition": r["partition"]}
+        for r in hot
+        if current.get(r["topic"]) == r["partition_count"] and r["rank"] <= HOT_KEYS_SHOWN
+    ]
+    return sorted(out, key=lambda r: (r["topic"], r["rank"]))
 
 
-def _fingerprint(prints: pd.DataFrame) -> pd.DataFrame:
+def _fingerprint(prints: Rows) -> Rows:
     """Share of observed records each known partitioner explains, best first per topic."""
-    columns = ["topic", "partitioner", "share", "observed_messages", "explained_messages"]
-    if prints.empty:
-        return pd.DataFrame(columns=columns)
-    return (
-        prints[columns]
-        .sort_values(["topic", "share", "partitioner"], ascending=[True, False, True])
-        .reset_index(drop=True)
-    )
+    columns = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
+    out = [{c: r.get(c) for c in columns} for r in prints]
+    return sorted(out, key=lambda r: (r["topic"], -(r["share"] or 0.0), r["partitioner"]))
 
 
-def _candidates(metrics: pd.DataFrame) -> pd.DataFrame:
-    """plan_metrics rows, chosen first then by strategy, without the keys the page already shows."""
-    if metrics.empty:
-        return metrics
-    out = metrics.drop(columns=[c for c in ("generation_id", "group_id") if c in metrics])
-    return out.sort_values(["chosen", "strategy"], ascending=[False, True]).reset_index(drop=True)
+def _without_keys(table: Rows) -> Rows:
+    """Rows without the group and generation ids the page already shows."""
+    return [{k: v for k, v in r.items() if k not in ("generation_id", "group_id")} for r in table]
 
 
-def _gate(results: pd.DataFrame) -> pd.DataFrame:
-    """Gate results, failed expectations first; the page's key columns dropped."""
-    if results.empty:
-        return results
-    out = results.drop(columns=[c for c in ("generation_id", "group_id") if c in results])
-    return out.sort_values(["success", "expectation"]).reset_index(drop=True)
-
-
-def _chosen(metrics: pd.DataFrame) -> str | None:
-    """The chosen strategy from plan_metrics, for generations whose row does not name it yet."""
-    if metrics.empty:
-        return None
-    best = metrics[metrics["chosen"].fillna(False).astype(bool)]
-    return None if best.empty else str(best["strategy"].iloc[0])
-
-
-def _notes(partitions: pd.DataFrame, today: dict[tuple[str, int], str]) -> list[str]:
+def _notes(partitions: Rows, today: dict[tuple[str, int], str]) -> list[str]:
     """Facts the charts cannot show: partitions nobody owns today and the lag sitting on them."""
-    notes = []
-    unowned = partitions[partitions["owner"].isna()]
-    if today and not unowned.empty:
-        lag = unowned["lag"].fillna(0).sum()
-        notes.append(f"{len(unowned)} partition(s) have no owner today (lag {lag:,.0f}); the plan assigns them.")
-    if not today and not partitions.empty:
-        notes.append("No member owns a partition today: every partition is assigned for the first time.")
-    return notes
+    if partitions and not today:
+        return ["No member owns a partition today: every partition is assigned for the first time."]
+    unowned = [p for p in partitions if p["owner"] is None]
+    if not unowned:
+        return []
+    lag = sum(p["lag"] or 0.0 for p in unowned)
+    return [f"{len(unowned)} partition(s) have no owner today (lag {lag:,.0f}); the plan assigns them."]
 
 
 def _json(value: Any) -> Any:
@@ -370,14 +335,3 @@ def _json(value: Any) -> Any:
         except ValueError:
             return value
     return value
-
-
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """A pandas row with its missing markers as None and NumPy scalars as Python values."""
-    out = {}
-    for key, value in row.items():
-        if not isinstance(value, list | tuple | dict) and pd.api.types.is_scalar(value) and pd.isna(value):
-            out[key] = None
-        else:
-            out[key] = value.item() if isinstance(value, np.generic) else value
-    return out

@@ -10,8 +10,6 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-import pandas as pd
-
 from jobs.report.collect import TODAY, GenerationReport
 
 Figure = dict[str, Any]
@@ -38,18 +36,18 @@ def layout(height: int, **extra: Any) -> dict[str, Any]:
 
 def partition_load(report: GenerationReport) -> Figure:
     """Today's load per partition, one bar per partition (Kafka's `topic-partition` label), one trace per topic."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for p in report.partitions:
+        by_topic.setdefault(p["topic"], []).append(p)
     data = []
-    for i, (topic, rows) in enumerate(report.partitions.groupby("topic", sort=True)):
+    for i, (topic, rows) in enumerate(sorted(by_topic.items())):
         data.append(
             {
                 "type": "bar",
                 "name": escape(topic),
-                "x": [escape(f"{topic}-{p}") for p in rows["partition"]],
-                "y": rows["load"].tolist(),
-                "customdata": [
-                    [_label(o), _label(m), s]
-                    for o, m, s in zip(rows["owner"], rows["member"], rows["source"], strict=True)
-                ],
+                "x": [escape(f"{topic}-{p['partition']}") for p in rows],
+                "y": [p["load"] for p in rows],
+                "customdata": [[_label(p["owner"]), _label(p["member"]), p["source"]] for p in rows],
                 "hovertemplate": "%{x}<br>load %{y:,.0f} (%{customdata[2]})<br>owner today %{customdata[0]}"
                 "<br>after the plan %{customdata[1]}<extra></extra>",
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
@@ -61,25 +59,27 @@ def partition_load(report: GenerationReport) -> Figure:
 
 def what_if(report: GenerationReport, topic: str) -> Figure:
     """Per-partition load of one topic at each measured partition count: one row of bars per count."""
-    rows = report.what_if[report.what_if["topic"] == topic]
-    counts = sorted(rows["partition_count"].unique(), key=int)
-    gap, n = 0.06, len(counts)
+    by_count: dict[int, list[dict[str, Any]]] = {}
+    for r in report.what_if:
+        if r["topic"] == topic:
+            by_count.setdefault(r["partition_count"], []).append(r)
+    gap, n = 0.06, len(by_count)
     height = (1 - gap * (n - 1)) / n
     data, axes = [], {}
-    for i, count in enumerate(counts):
-        part = rows[rows["partition_count"] == count]
-        today = bool(part["current"].iloc[0])
+    for i, (count, part) in enumerate(sorted(by_count.items())):
+        today = bool(part[0]["current"])
         suffix = "" if i == 0 else str(i + 1)
         top = 1 - i * (height + gap)
+        label = f"{count} partitions" + (" (today)" if today else "")
         data.append(
             {
                 "type": "bar",
-                "name": f"{int(count)} partitions" + (" (today)" if today else ""),
-                "x": part["partition"].astype(int).tolist(),
-                "y": part["load"].tolist(),
+                "name": label,
+                "x": [r["partition"] for r in part],
+                "y": [r["load"] for r in part],
                 "xaxis": f"x{suffix}",
                 "yaxis": f"y{suffix}",
-                "hovertemplate": f"{int(count)} partitions<br>partition %{{x}}: %{{y:,.0f}} messages<extra></extra>",
+                "hovertemplate": f"{count} partitions<br>partition %{{x}}: %{{y:,.0f}} messages<extra></extra>",
                 "marker": {"color": TODAY_COLOR if today else PALETTE[i % len(PALETTE)]},
             }
         )
@@ -88,26 +88,27 @@ def what_if(report: GenerationReport, topic: str) -> Figure:
             **AXIS,
             "anchor": f"x{suffix}",
             "domain": [max(top - height, 0), top],
-            "title": {"text": f"{int(count)}" + (" (today)" if today else "")},
+            "title": {"text": f"{count}" + (" (today)" if today else "")},
         }
     return {"data": data, "layout": layout(90 + 130 * n, showlegend=False, **axes)}
 
 
 def member_load(report: GenerationReport) -> Figure:
     """Load per member today and under every candidate, the chosen candidate outlined."""
+    by_plan: dict[str, list[dict[str, Any]]] = {}
+    for r in report.members:
+        by_plan.setdefault(r["plan"], []).append(r)
     data = []
-    plans = report.members["plan"].drop_duplicates().tolist()
-    for i, plan in enumerate(plans):
-        rows = report.members[report.members["plan"] == plan]
-        chosen = bool(rows["chosen"].any())
+    for i, (plan, rows) in enumerate(by_plan.items()):
+        chosen = any(r["chosen"] for r in rows)
         color = TODAY_COLOR if plan == TODAY else PALETTE[(i - 1) % len(PALETTE)]
         data.append(
             {
                 "type": "bar",
                 "name": escape(plan) + (" \u2605 chosen" if chosen else ""),
-                "x": [_label(m) for m in rows["member"]],
-                "y": rows["load"].tolist(),
-                "customdata": rows["partitions"].tolist(),
+                "x": [_label(r["member"]) for r in rows],
+                "y": [r["load"] for r in rows],
+                "customdata": [r["partitions"] for r in rows],
                 "hovertemplate": "%{x}<br>load %{y:,.0f} over %{customdata} partitions<extra>"
                 + escape(plan)
                 + "</extra>",
@@ -127,15 +128,20 @@ def member_load(report: GenerationReport) -> Figure:
 
 def member_lag(report: GenerationReport) -> Figure:
     """Consumer lag per member today and after the chosen plan moves partitions (the lag moves with them)."""
-    lag = report.lag
-    x = [_label(m) for m in lag["member"]]
+    x = [_label(r["member"]) for r in report.lag]
     data = [
-        {"type": "bar", "name": "today", "x": x, "y": lag["today"].tolist(), "marker": {"color": TODAY_COLOR}},
+        {
+            "type": "bar",
+            "name": "today",
+            "x": x,
+            "y": [r["today"] for r in report.lag],
+            "marker": {"color": TODAY_COLOR},
+        },
         {
             "type": "bar",
             "name": f"after {escape(report.chosen_strategy or 'the plan')}",
             "x": x,
-            "y": lag["after"].tolist(),
+            "y": [r["after"] for r in report.lag],
             "marker": {"color": PALETTE[0]},
         },
     ]
@@ -148,18 +154,16 @@ def member_lag(report: GenerationReport) -> Figure:
     }
 
 
-def history(generations: pd.DataFrame) -> Figure:
+def history(generations: list[dict[str, Any]]) -> Figure:
     """Per generation of a group: partitions moved (bars) and the chosen plan's max/mean load (line)."""
-    rows = generations.sort_values("generation_id")
-    x = [str(int(g)) for g in rows["generation_id"]]
-    moved = rows["partitions_moved"] if "partitions_moved" in rows else pd.Series(dtype=float)
-    balance = rows["max_mean_load"] if "max_mean_load" in rows else pd.Series(dtype=float)
+    rows = sorted(generations, key=lambda g: g["generation_id"])
+    x = [str(g["generation_id"]) for g in rows]
     data = [
         {
             "type": "bar",
             "name": "partitions moved",
             "x": x,
-            "y": [None if pd.isna(v) else float(v) for v in moved.reindex(rows.index)],
+            "y": [g.get("partitions_moved") for g in rows],
             "marker": {"color": PALETTE[0]},
             "hovertemplate": "generation %{x}<br>%{y} partitions moved<extra></extra>",
         },
@@ -168,7 +172,7 @@ def history(generations: pd.DataFrame) -> Figure:
             "mode": "lines+markers",
             "name": "max / mean load",
             "x": x,
-            "y": [None if pd.isna(v) else float(v) for v in balance.reindex(rows.index)],
+            "y": [g.get("max_mean_load") for g in rows],
             "yaxis": "y2",
             "marker": {"color": PALETTE[1], "size": 8},
             "hovertemplate": "generation %{x}<br>max/mean %{y:.3f}<extra></extra>",
@@ -194,4 +198,4 @@ def history(generations: pd.DataFrame) -> Figure:
 
 def _label(value: Any) -> str:
     """An id as a chart label: escaped, and a dash for nobody."""
-    return "\u2014" if value is None or (not isinstance(value, str) and pd.isna(value)) else escape(str(value))
+    return "\u2014" if value is None else escape(str(value))

@@ -8,16 +8,16 @@ and every value from the lake is escaped with `html.escape`.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-import pandas as pd
 import plotly.io as pio
 
 from jobs.report import figures
-from jobs.report.collect import GenerationReport
+from jobs.report.collect import GenerationReport, Rows, key_text
 from jobs.report.figures import Figure
 
 PLOTLY_SRC = "../plotly.min.js"
@@ -111,14 +111,14 @@ def render_generation(report: GenerationReport, *, plotly_src: str = PLOTLY_SRC)
 
 def render_index(
     group_id: str,
-    generations: pd.DataFrame,
+    generations: Rows,
     *,
     plotly_src: str = PLOTLY_SRC,
     page: Callable[[int], str] = lambda n: f"generation-{n}.html",
 ) -> str:
     """A group's page: every generation (newest first, from `collect.history`) with a link to its page."""
     header = _crumbs([("../index.html", "All groups")], group_id) + f"<h1>{escape(group_id)}</h1>"
-    rows = generations.assign(link=[page(int(n)) for n in generations["generation_id"]])
+    rows = [g | {"link": page(g["generation_id"])} for g in generations]
     table = _table(
         rows,
         [
@@ -132,7 +132,7 @@ def render_index(
             ("gate_summary", "gate"),
         ],
         link=("generation_id", "link"),
-        failed=rows["status"].eq("rejected").tolist() if "status" in rows else None,
+        failed=[g.get("status") == "rejected" for g in rows],
     )
     chart = (
         _section(
@@ -142,7 +142,7 @@ def render_index(
             "perfect balance).",
             _chart("chart-history", figures.history(generations)),
         )
-        if len(generations)
+        if generations
         else ""
     )
     generations_section = _section(
@@ -151,9 +151,9 @@ def render_index(
     return _page(group_id, header, [chart, generations_section], plotly_src)
 
 
-def render_groups(groups: pd.DataFrame, links: Mapping[str, str]) -> str:
+def render_groups(groups: Rows, links: Mapping[str, str]) -> str:
     """The top page: every group (from `collect.groups`) with its latest generation, linked to the group's page."""
-    rows = groups.assign(link=[links[g] for g in groups["group_id"]])
+    rows = [g | {"link": links[g["group_id"]]} for g in groups]
     table = _table(
         rows,
         [
@@ -166,7 +166,7 @@ def render_groups(groups: pd.DataFrame, links: Mapping[str, str]) -> str:
             ("gate_summary", "gate"),
         ],
         link=("group_id", "link"),
-        failed=rows["status"].eq("rejected").tolist() if "status" in rows else None,
+        failed=[g.get("status") == "rejected" for g in rows],
     )
     header = "<h1>Rebalance plans</h1>" + _meta([("Groups", len(groups))])
     body = _section("groups", "Consumer groups", "The latest generation of every group the lake holds.", table)
@@ -187,10 +187,12 @@ def _trigger(report: GenerationReport) -> str:
 
 def _partitions(report: GenerationReport) -> str:
     """Today's per-partition load chart and where the figures come from."""
-    if report.partitions.empty:
+    if not report.partitions:
         return _section("load", "Load per partition today", "", _empty("No partition was planned."))
-    sources = report.partitions.groupby("source")["topic"].unique()
-    origin = "; ".join(f"{escape(s)}: {escape(', '.join(map(str, t)))}" for s, t in sources.items())
+    sources: dict[str, dict[str, None]] = {}
+    for p in report.partitions:
+        sources.setdefault(p["source"], {})[p["topic"]] = None
+    origin = "; ".join(f"{escape(s)}: {escape(', '.join(t))}" for s, t in sorted(sources.items()))
     run = escape(str(report.generation.get("run_id")))
     text = (
         f"Messages per partition, from the key-skew job of run <code>{run}</code> where it sampled the topic "
@@ -206,12 +208,14 @@ def _partitions(report: GenerationReport) -> str:
 def _what_if(report: GenerationReport) -> list[str]:
     """One section per topic measured at other partition counts: load per partition and the skew summary."""
     out = []
-    counts = report.what_if.groupby("topic")["partition_count"].nunique()
-    for i, (topic, n) in enumerate(counts.items()):
-        if n < 2:
+    counts: dict[str, set[int]] = {}
+    for r in report.what_if:
+        counts.setdefault(r["topic"], set()).add(r["partition_count"])
+    for i, (topic, measured) in enumerate(sorted(counts.items())):
+        if len(measured) < 2:
             continue
-        summary = report.skew_summary[report.skew_summary["topic"] == topic]
-        recommended = summary.loc[summary["recommended"].fillna(False).astype(bool), "partition_count"].tolist()
+        summary = [r for r in report.skew_summary if r["topic"] == topic]
+        recommended = [r["partition_count"] for r in summary if r.get("recommended")]
         table = _table(
             summary,
             [
@@ -224,13 +228,13 @@ def _what_if(report: GenerationReport) -> list[str]:
                 ("traffic_remapped_share", "traffic remapped"),
                 ("recommended", "recommended"),
             ],
-            chosen=summary["recommended"].fillna(False).astype(bool).tolist(),
+            chosen=[bool(r.get("recommended")) for r in summary],
         )
         text = (
             f"Topic <code>{escape(topic)}</code> measured with its sampled keys at today's partition count and at each "
             "what-if count. Kafka can add partitions but never remove them, and adding them remaps keys (partition = "
             "hash % count), so per-key order breaks once for the remapped keys."
-            + (f" Recommended: {', '.join(str(int(c)) for c in recommended)} partitions." if recommended else "")
+            + (f" Recommended: {', '.join(str(c) for c in recommended)} partitions." if recommended else "")
         )
         chart = _chart(f"chart-what-if-{i}", figures.what_if(report, topic))
         out.append(_section(f"what-if-{i}", f"What if {topic} had more partitions", text, chart + table))
@@ -239,7 +243,7 @@ def _what_if(report: GenerationReport) -> list[str]:
 
 def _hot_keys(report: GenerationReport) -> str:
     """The hottest keys of each topic and where they land today."""
-    if report.hot_keys.empty:
+    if not report.hot_keys:
         return ""
     table = _table(
         report.hot_keys,
@@ -258,13 +262,13 @@ def _hot_keys(report: GenerationReport) -> str:
 
 def _fingerprint(report: GenerationReport) -> str:
     """Which producer partitioner explains the partitions the samples were read from."""
-    if report.fingerprint.empty:
+    if not report.fingerprint:
         return ""
-    verdicts = report.skew_summary[report.skew_summary["current"].fillna(False).astype(bool)]
+    verdicts = [r for r in report.skew_summary if r.get("current")]
     lines = [
         f"<code>{escape(str(r['topic']))}</code>: {escape(str(r.get('fingerprint') or 'unknown'))} "
         + ("(Java-compatible)" if r.get("java_compatible") else "(not Java-compatible)")
-        for r in verdicts.to_dict("records")
+        for r in verdicts
         if "fingerprint" in r
     ]
     table = _table(
@@ -287,9 +291,9 @@ def _fingerprint(report: GenerationReport) -> str:
 
 def _candidates(report: GenerationReport) -> str:
     """Every candidate strategy's balance and movement, and the member load chart."""
-    if report.candidates.empty:
+    if not report.candidates:
         return _section("candidates", "Candidates", "", _empty("No candidate was planned."))
-    table = _table(report.candidates, None, chosen=report.candidates["chosen"].fillna(False).astype(bool).tolist())
+    table = _table(report.candidates, None, chosen=[bool(c.get("chosen")) for c in report.candidates])
     text = (
         "Each assignor's plan for the same members and partitions. The chosen one has the lowest max/mean member "
         "load, then the fewest partitions moved, then the first name. Grey bars: the load each member carries today."
@@ -305,9 +309,9 @@ def _candidates(report: GenerationReport) -> str:
 def _moves(report: GenerationReport) -> str:
     """The chosen plan's partition movements, by rebalance round."""
     moves = report.moves
-    if moves.empty:
+    if not moves:
         return _section("moves", "Partitions that move", "The chosen plan moves no partition.", "")
-    cooperative = moves["action"].eq("revoke").any()
+    cooperative = any(m["action"] == "revoke" for m in moves)
     text = (
         "Cooperative rebalancing (KIP-429): in round 1 the previous owners give up only the partitions that move, "
         "while every other partition keeps being consumed; round 2, the follow-up rebalance, assigns them."
@@ -315,7 +319,7 @@ def _moves(report: GenerationReport) -> str:
         else "Eager rebalancing: every member gives up its partitions when the rebalance starts; these partitions "
         "come back to another member than before."
     )
-    shown = moves.head(MOVES_SHOWN)
+    shown = moves[:MOVES_SHOWN]
     more = f"<p class='empty'>{len(moves) - MOVES_SHOWN:,} more not shown.</p>" if len(moves) > MOVES_SHOWN else ""
     table = _table(
         shown,
@@ -329,14 +333,14 @@ def _moves(report: GenerationReport) -> str:
             ("load", "load"),
         ],
     )
-    counts = moves.groupby(["round", "action"]).size()
-    summary = ", ".join(f"round {r} {escape(a)}: {n}" for (r, a), n in counts.items())
+    steps = Counter((m["round"], m["action"]) for m in moves)
+    summary = ", ".join(f"round {r} {escape(a)}: {n}" for (r, a), n in sorted(steps.items()))
     return _section("moves", "Partitions that move", f"{text} ({summary}.)", table + more)
 
 
 def _lag(report: GenerationReport) -> str:
     """Lag per member, today and after the chosen plan."""
-    if report.lag.empty:
+    if not report.lag:
         return ""
     text = (
         "Messages not yet consumed (end offset \u2212 committed offset) summed over each member's partitions. A "
@@ -349,16 +353,16 @@ def _gate(report: GenerationReport) -> str:
     """The gate's verdict and every failed expectation with its failing rows."""
     gate = report.gate
     verdict = f"<p>{_badge(report.status)} {escape(str(report.generation.get('gate_summary') or ''))}</p>"
-    if gate.empty:
+    if not gate:
         return _section("gate", "Quality gate", "This generation was not gated.", verdict)
-    failed = gate[~gate["success"].fillna(False).astype(bool)]
-    passed = gate[gate["success"].fillna(False).astype(bool)]
+    failed = [r for r in gate if not r.get("success")]
+    passed = [r for r in gate if r.get("success")]
     columns = [("expectation", "expectation"), ("observed_value", "observed"), ("details", "failing rows")]
-    extra = [(c, c.replace("_", " ")) for c in gate.columns if c not in {"suite", "success", *dict(columns)}]
+    extra = [(c, c.replace("_", " ")) for c in gate[0] if c not in {"suite", "success", *dict(columns)}]
     body = verdict
-    if len(failed):
+    if failed:
         body += "<h3>Failed expectations</h3>" + _table(failed, columns + extra, failed=[True] * len(failed))
-    if len(passed):
+    if passed:
         body += (
             f"<details><summary>{len(passed)} passed expectation(s)</summary>"
             + _table(passed, [("expectation", "expectation"), ("observed_value", "observed")])
@@ -418,16 +422,16 @@ def _empty(text: str) -> str:
 
 
 def _table(
-    frame: pd.DataFrame,
+    records: Rows,
     columns: list[tuple[str, str]] | None,
     *,
     chosen: list[bool] | None = None,
     failed: list[bool] | None = None,
     link: tuple[str, str] | None = None,
 ) -> str:
-    """A frame as an HTML table; `columns` picks and names columns (all, as they are, when None)."""
-    columns = [(c, h) for c, h in (columns or [(c, c.replace("_", " ")) for c in frame.columns]) if c in frame]
-    records = frame.to_dict("records")
+    """Rows as an HTML table; `columns` picks and names columns (every column of the rows, as named, when None)."""
+    present = dict.fromkeys(k for r in records for k in r)
+    columns = [(c, h) for c, h in (columns or [(c, c.replace("_", " ")) for c in present]) if c in present]
     numeric = {c for c, _ in columns if _numeric(r.get(c) for r in records)}
     head = "".join(f"<th class='num'>{escape(h)}</th>" if c in numeric else f"<th>{escape(h)}</th>" for c, h in columns)
     rows = []
@@ -445,7 +449,7 @@ def _table(
 
 def _numeric(values: Iterable[Any]) -> bool:
     """A column of numbers (and gaps) only: right-aligned."""
-    seen = [v for v in values if v is not None and not (isinstance(v, float) and pd.isna(v))]
+    seen = [v for v in values if not _missing(v)]
     return bool(seen) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in seen)
 
 
@@ -453,7 +457,7 @@ def _cell(column: str, value: Any) -> str:
     """A table cell: statuses as badges, shares as percentages, JSON columns pretty-printed."""
     if column == "status" and isinstance(value, str):
         return _badge(value)
-    if column in PERCENT_COLUMNS and isinstance(value, float) and not pd.isna(value):
+    if column in PERCENT_COLUMNS and isinstance(value, float) and not _missing(value):
         return f"{value:.1%}"
     return _value(_parsed(value) if column in JSON_COLUMNS else value)
 
@@ -470,9 +474,7 @@ def _parsed(value: Any) -> Any:
 
 def _value(value: Any) -> str:
     """A lake value as escaped HTML: numbers grouped, times in UTC, JSON pretty-printed."""
-    if value is None or (
-        not isinstance(value, list | tuple | dict) and pd.api.types.is_scalar(value) and pd.isna(value)
-    ):
+    if _missing(value):
         return "\u2014"
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -481,8 +483,7 @@ def _value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.0f}" if value.is_integer() and abs(value) >= 1 else f"{value:,.3f}"
     if isinstance(value, datetime):
-        stamp = pd.Timestamp(value)
-        stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+        stamp = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return escape(stamp.strftime("%Y-%m-%d %H:%M:%S UTC"))
     if isinstance(value, list | tuple | dict):
         if not value:
@@ -492,6 +493,11 @@ def _value(value: Any) -> str:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return escape(", ".join(value))
         return f"<pre>{escape(json.dumps(value, indent=1, default=str))}</pre>"
-    if hasattr(value, "item"):
-        return _value(value.item())
+    if isinstance(value, bytes):
+        return escape(key_text(value))
     return escape(str(value))
+
+
+def _missing(value: Any) -> bool:
+    """None or a float NaN (a null the lake wrote as NaN)."""
+    return value is None or (isinstance(value, float) and value != value)

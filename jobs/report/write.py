@@ -46,7 +46,7 @@ def write_reports(
     out.mkdir(parents=True, exist_ok=True)
     read = indexed(read)
     every = groups(read)
-    names = every["group_id"].tolist()
+    names = [g["group_id"] for g in every]
     if group is not None and group not in names:
         raise InputError(f"group: the lake has no generation of group {group!r}")
     _plotly(out)
@@ -55,7 +55,7 @@ def write_reports(
         folder = out / folder_name(group_id)
         folder.mkdir(exist_ok=True)
         past = history(read, group_id)
-        ids = [int(n) for n in past["generation_id"]]
+        ids = [g["generation_id"] for g in past]
         if generation is not None:
             if generation not in ids:
                 if group is not None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -149,45 +150,45 @@ def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built)
     lake, _ = built
     report = collect(lake.read_arrow, "clickstream-etl", 1)
     measured = {r["partition"]: r["load"] for r in rows(lake, "key_skew", run_id="run-1", topic="clicks", current=True)}
-    assert dict(zip(report.partitions["partition"], report.partitions["load"], strict=True)) == measured
-    assert set(report.partitions["source"]) == {"key skew"}
-    assert report.partitions["load"].max() == 3.0 * (300 + 28)  # the hot key and tenant-6 share partition 2
-    assert report.what_if.groupby("partition_count").size().to_dict() == {10: 10, 12: 12, 16: 16}
-    assert report.hot_keys["key"].tolist()[:2] == ["hot", "0xff0062696e"]  # binary keys shown as hex
+    assert {p["partition"]: p["load"] for p in report.partitions} == measured
+    assert {p["source"] for p in report.partitions} == {"key skew"}
+    assert max(measured.values()) == 3.0 * (300 + 28)  # the hot key and tenant-6 share a partition
+    assert Counter(r["partition_count"] for r in report.what_if) == {10: 10, 12: 12, 16: 16}
+    assert [k["key"] for k in report.hot_keys[:2]] == ["hot", "0xff0062696e"]  # binary keys shown as hex
     chosen = report.chosen_strategy
     plans = rows(lake, "plans", group_id="clickstream-etl", generation_id=1, strategy=chosen)
-    assert sorted(zip(report.moves["partition"], report.moves["member"], strict=True)) == sorted(
+    assert sorted((m["partition"], m["member"]) for m in report.moves if m["member"]) == sorted(
         (r["partition"], r["member"]) for r in plans if r["moved"]
     )
-    after = report.members[report.members["plan"] == chosen]
-    assert after["chosen"].all() and after["partitions"].sum() == 10
-    assert dict(zip(after["member"], after["load"], strict=True)) == {
-        m: sum(measured[r["partition"]] for r in plans if r["member"] == m) for m in after["member"]
+    after = [m for m in report.members if m["plan"] == chosen]
+    assert all(m["chosen"] for m in after) and sum(m["partitions"] for m in after) == 10
+    assert {m["member"]: m["load"] for m in after} == {
+        m["member"]: sum(measured[r["partition"]] for r in plans if r["member"] == m["member"]) for m in after
     }
     lag = rows(lake, "partition_offsets", group_id="clickstream-etl", snapshot_id="run-1")
-    assert report.lag["today"].sum() == sum(r["end_offset"] - r["committed"] for r in lag) == 4000
+    assert sum(m["today"] for m in report.lag) == sum(r["end_offset"] - r["committed"] for r in lag) == 4000
 
     payments = collect(lake.read_arrow, "payments", 1)  # cooperative-sticky: revoke first, assign next round
-    assert payments.chosen_strategy == "cooperative-sticky" and set(payments.partitions["source"]) == {"uniform"}
-    revoked = payments.moves[payments.moves["round"] == 1]
-    assigned = payments.moves[payments.moves["round"] == 2]
-    assert set(revoked["action"]) == {"revoke"} and set(assigned["action"]) == {"assign"}
-    assert revoked["partition"].tolist() == assigned["partition"].tolist() and len(revoked) > 0
+    assert payments.chosen_strategy == "cooperative-sticky"
+    assert {p["source"] for p in payments.partitions} == {"uniform"}
+    revoked = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 1]
+    assigned = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 2]
+    assert revoked and [("assign", *m[1:]) for m in revoked] == assigned
+    assert all(m["member"] is None for m in payments.moves if m["round"] == 1)
 
     inventory = collect(lake.read_arrow, "inventory", 2)
     assert inventory.status == "rejected"
-    failed = inventory.gate[~inventory.gate["success"]]
-    assert failed["expectation"].tolist() == ["expect_column_values_to_not_be_null(member)"]
-    assert '"partition": 5' in failed["details"].iloc[0]
+    failed = [g for g in inventory.gate if not g["success"]]
+    assert [g["expectation"] for g in failed] == ["expect_column_values_to_not_be_null(member)"]
+    assert '"partition": 5' in failed[0]["details"]
 
 
 def test_the_indexed_reader_answers_as_the_lake_does(built):
     lake, _ = built
     cached = indexed(lake.read_arrow)
     for group, generation in generations(lake):
-        plain, fast = collect(lake.read_arrow, group, generation), collect(cached, group, generation)
-        for name in ("partitions", "what_if", "hot_keys", "candidates", "members", "moves", "lag", "gate"):
-            assert getattr(plain, name).equals(getattr(fast, name)), (group, generation, name)
+        assert collect(lake.read_arrow, group, generation) == collect(cached, group, generation)
+        assert history(lake.read_arrow, group) == history(cached, group)
     with pytest.raises(InputError, match="group 'payments' has no generation 9"):
         collect(cached, "payments", 9)
 
@@ -201,7 +202,7 @@ def test_every_figure_is_a_valid_plotly_figure(built):
     for group, generation in generations(lake):
         report = collect(lake.read_arrow, group, generation)
         charts = [figures.partition_load(report), figures.member_load(report), figures.member_lag(report)]
-        charts += [figures.what_if(report, t) for t in report.what_if["topic"].unique()]
+        charts += [figures.what_if(report, t) for t in {r["topic"] for r in report.what_if}]
         for chart in charts:
             go.Figure(chart)  # raises on any property plotly does not know
     go.Figure(figures.history(history(lake.read_arrow, "payments")))
@@ -234,8 +235,8 @@ def test_columns_other_engineers_add_are_shown_and_missing_ones_skipped(built):
     report = collect(read, "payments", 1)
     assert report.extras == {"migration_readiness": "ready", "approval": {"by": "ops <on-call>", "at": "2026-11-21"}}
     assert report.changes == {"members": {"added": ["c-9"]}}
-    assert set(report.partitions["source"]) == {"uniform"} and report.lag["today"].sum() == 0
-    assert set(report.moves["action"]) == {"move"}  # without phases every move is shown in one round
+    assert {p["source"] for p in report.partitions} == {"uniform"} and {m["today"] for m in report.lag} == {0}
+    assert {m["action"] for m in report.moves} == {"move"}  # without phases every move is shown in one round
     page = render_generation(report)
     assert "migration_readiness" in page and "ops &lt;on-call&gt;" in page and "c-9" in page
     assert "Hot keys" not in page and "Partitioner fingerprint" not in page

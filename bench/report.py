@@ -1,0 +1,157 @@
+"""Report benchmark: the HTML report step for 1,000 groups over a real Delta lake of synthetic rows.
+
+Each group has --members members and two topics of --partitions partitions each, four candidate strategies
+(plans, plan_metrics, gate results), committed offsets, and key-skew rows at today's count and two what-if
+counts. Rows are written once with delta-rs (not timed), then `write_reports(lake.read_arrow, out)` is timed end
+to end, followed by the same work split into reading, collecting, rendering and writing. Prints seconds and
+pages per second. Run: `python bench/report.py [--groups N] [--generations G]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jobs.io.lake import Lake, rows_table
+from jobs.report import collect, render_generation, render_index, write_reports
+from jobs.report.collect import history
+from jobs.report.reader import indexed
+
+STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+EXPECTATIONS = ("unique", "not_null(member)", "in_set(subscribed)", "in_set(expected)")
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+
+
+def synthetic_rows(groups: int, generations: int, members: int, partitions: int) -> dict[str, list[dict]]:
+    """Rows of every table the report reads, shaped as the pipeline writes them."""
+    out: dict[str, list[dict]] = {name: [] for name in ("snapshots", "partition_offsets", "generations")}
+    out |= {name: [] for name in ("plans", "plan_metrics", "gate_results", "key_skew")}
+    out |= {name: [] for name in ("key_skew_summary", "key_skew_hot_keys", "key_skew_fingerprint")}
+    for gen in range(1, generations + 1):
+        run = f"run-{gen}"
+        for g in range(groups):
+            group = f"group-{g:05d}"
+            topics = [f"{group}.orders", f"{group}.refunds"]
+            names = [f"{group}-m{i}" for i in range(members)]
+            tps = [(t, p) for t in topics for p in range(partitions)]
+            today = {tp: names[i % (members - 1)] for i, tp in enumerate(tps)}  # the last member owns nothing
+            for m in names:
+                owned = [{"topic": t, "partition": p} for (t, p), o in today.items() if o == m]
+                out["snapshots"].append(
+                    {"snapshot_id": run, "group_id": group, "member_id": m, "captured_at": T0, "topics": topics}
+                    | {"owned": owned, "assignment": owned, "protocol": "cooperative-sticky", "state": "Stable"}
+                )
+            out["partition_offsets"] += [
+                {"snapshot_id": run, "group_id": group, "topic": t, "partition": p, "committed": 100}
+                | {"end_offset": 100 + 37 * p, "lag": 37 * p}
+                for t, p in tps
+            ]
+            out["generations"].append(
+                {"group_id": group, "generation_id": gen, "created_at": T0, "trigger": "scheduled", "run_id": run}
+                | {"parameters": '{"strategies": ["range"]}', "snapshot_id": run, "chosen_strategy": STRATEGIES[3]}
+                | {"status": "approved", "gate_summary": "4/4 expectations passed"}
+            )
+            for s, strategy in enumerate(STRATEGIES):
+                for i, (t, p) in enumerate(tps):
+                    member = names[(i + s) % members]
+                    moved = member != today[(t, p)]
+                    phase = "revoke" if moved and strategy == "cooperative-sticky" else "assign"
+                    out["plans"].append(
+                        {"generation_id": gen, "group_id": group, "strategy": strategy, "topic": t, "partition": p}
+                        | {"member": member, "previous_member": today[(t, p)], "moved": moved, "phase": phase}
+                        | {"weight": float(1 + p % 5)}
+                    )
+                out["plan_metrics"].append(
+                    {"generation_id": gen, "group_id": group, "strategy": strategy, "members": members}
+                    | {"partitions": len(tps), "count_spread": 1, "max_load": 9.0, "mean_load": 7.5}
+                    | {"max_mean_load": 1.2, "partitions_moved": s + 1, "stickiness": 0.5, "chosen": s == 3}
+                )
+            out["gate_results"] += [
+                {"generation_id": gen, "group_id": group, "suite": "plan_invariants", "expectation": e}
+                | {"success": True, "observed_value": "0 unexpected rows", "details": "[]"}
+                for e in EXPECTATIONS
+            ]
+            for t in topics:
+                stamp = {"run_id": run, "computed_at": T0, "topic": t, "partitioner": "murmur2"}
+                for count in (partitions, partitions * 2, partitions * 3):
+                    now = count == partitions
+                    out["key_skew"] += [
+                        stamp
+                        | {"partition_count": count, "partition": p, "current": now}
+                        | {"messages": 10.0 + p % 7, "load": 10.0 + p % 7, "share": 1 / count}
+                        for p in range(count)
+                    ]
+                    out["key_skew_summary"].append(
+                        stamp
+                        | {"partition_count": count, "current": now, "max_mean": 1.4, "cv": 0.2, "gini": 0.1}
+                        | {"recommended": now, "fingerprint": "murmur2", "java_compatible": True}
+                    )
+                    out["key_skew_hot_keys"] += [
+                        stamp
+                        | {"partition_count": count, "rank": r, "key": f"key-{r}".encode(), "messages": 50.0}
+                        | {"partition": r % count, "share": 0.01}
+                        for r in range(1, 11)
+                    ]
+                out["key_skew_fingerprint"] += [
+                    stamp
+                    | {"partitioner": name, "partition_count": partitions, "observed_messages": 100.0}
+                    | {"explained_messages": 100.0 if name == "murmur2" else 7.0, "share": 1.0 if k == 0 else 0.07}
+                    for k, name in enumerate(("murmur2", "consistent", "fnv1a"))
+                ]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--generations", type=int, default=1)
+    parser.add_argument("--members", type=int, default=4)
+    parser.add_argument("--partitions", type=int, default=12)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="report-bench-") as tmp:
+        lake = Lake(Path(tmp) / "lake")
+        lake.create_all()
+        start = time.perf_counter()
+        rows = synthetic_rows(args.groups, args.generations, args.members, args.partitions)
+        for name, table_rows in rows.items():
+            lake.append(name, rows_table(name, table_rows))
+        built = time.perf_counter() - start
+        sizes = ", ".join(f"{name} {len(r):,}" for name, r in rows.items())
+        print(f"lake: {args.groups:,} groups x {args.generations} generation(s) built in {built:.1f} s ({sizes})")
+
+        start = time.perf_counter()
+        written = write_reports(lake.read_arrow, Path(tmp) / "out")
+        total = time.perf_counter() - start
+        pages = sum(p.name.startswith("generation-") for p in written)
+        size = sum(p.stat().st_size for p in written) / len(written) / 1024
+        print(
+            f"write_reports: {total:.1f} s for {len(written):,} files ({pages:,} generation pages, "
+            f"{pages / total:.0f} pages/s, {size:.0f} KiB per page on average, plotly.min.js once)"
+        )
+
+        read = indexed(lake.read_arrow)
+        start = time.perf_counter()
+        for name in rows:
+            read(name, None)
+        loaded = time.perf_counter() - start
+        groups = [f"group-{g:05d}" for g in range(args.groups)]
+        start = time.perf_counter()
+        reports = [collect(read, g, n) for g in groups for n in range(1, args.generations + 1)]
+        histories = [history(read, g) for g in groups]
+        collected = time.perf_counter() - start
+        start = time.perf_counter()
+        html = [render_generation(r) for r in reports] + [
+            render_index(g, h) for g, h in zip(groups, histories, strict=True)
+        ]
+        rendered = time.perf_counter() - start
+        print(
+            f"split: read tables {loaded:.2f} s, collect {collected:.1f} s, render {rendered:.1f} s "
+            f"({1000 * collected / len(reports):.1f} / {1000 * rendered / len(html):.1f} ms per page)"
+        )
+
+
+if __name__ == "__main__":
+    main()
