@@ -11,7 +11,10 @@ subscriptions, GeneralAssignmentBuilder's first steps are mirrored (keep what is
 unassigned partition to the least-loaded subscriber, topics with fewest subscribers first) and its per-partition
 reassignment loop is replaced by per-topic water-levelling, which ends exactly when its isBalanced holds.
 Java iterates members in HashMap order where the order matters; we use member id order, so results are
-deterministic. Rack matching (KIP-881) applies only when partitions carry racks, which ours do not.
+deterministic. Rack matching (KIP-881) applies when members have racks, partitions have replica racks and some
+partitions live on only some racks (RackInfo, useRackAwareAssignment): the constrained builder then keeps only
+owned partitions on the owner's rack and deals partitions to members on their racks first, exactly as Kafka;
+the general builder (differing subscriptions) does not use racks here.
 
 Everything is array-based: owner[partition] (-1 = unassigned) and counts[member] (KAFKA-13398 scale: a million
 partitions and thousands of members in well under a second).
@@ -19,19 +22,64 @@ partitions and thousands of members in well under a second).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from planner.group import GroupSpec, previous_owners, subscribed_topics
+from planner.group import GroupSpec, PartitionRacks, previous_owners, subscribed_topics
 
 
-def sticky_assign(group: GroupSpec) -> np.ndarray:
-    """The balanced, sticky owner of every partition (AbstractStickyAssignor.assignPartitions)."""
+def sticky_assign(group: GroupSpec, *, prefer_rack_aware_logic: bool = False) -> np.ndarray:
+    """The balanced, sticky owner of every partition (AbstractStickyAssignor.assignPartitions).
+
+    `prefer_rack_aware_logic` is Kafka's test hook AbstractPartitionAssignor.preferRackAwareLogic: take the
+    rack-aware path even when every partition is on every rack.
+    """
     owned, _ = previous_owners(group)
     if not group.members:
         return np.full(group.num_partitions, -1, dtype=np.int32)
     if _all_subscriptions_equal(group):
-        return _constrained_assign(group, owned)
+        return _constrained_assign(group, owned, _rack_info(group, prefer_rack_aware_logic))
     return _general_assign(group, owned)
+
+
+@dataclass(frozen=True)
+class _RackInfo:
+    """AbstractStickyAssignor.RackInfo when rack-aware assignment is on (members and partitions as ids)."""
+
+    member_rack: np.ndarray  # per member: its rack id, _NO_RACK without one, _UNKNOWN for a rack no partition has
+    racks: PartitionRacks  # replica racks per partition id
+    consumers_on: np.ndarray  # per partition id: numConsumersByPartition, members on any of its racks
+
+    def mismatches(self, members: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+        """racksMismatch per (member, partition) pair: the member has a rack and the partition no replica on it."""
+        rack = self.member_rack[members]
+        return (rack != _NO_RACK) & ~self.racks.contains(partitions, rack)
+
+
+_NO_RACK = -1
+_UNKNOWN = -2
+
+
+def _rack_info(group: GroupSpec, prefer: bool) -> _RackInfo | None:
+    """RackInfo: None unless rack-aware assignment is on (useRackAwareAssignment over the subscribed topics)."""
+    racks = group.partition_racks
+    if racks is None or not any(group.racks):  # consumersByRack empty, or partitionInfosWithoutRacks
+        return None
+    rack_ids = {r: i for i, r in enumerate(racks.names)}
+    member_rack = np.asarray([rack_ids.get(r, _UNKNOWN) if r else _NO_RACK for r in group.racks], dtype=np.int64)
+    assignable = np.repeat(subscribed_topics(group), group.partition_counts)
+    sizes = np.diff(racks.offsets)
+    every = np.unique(racks.ids[np.repeat(assignable, sizes)])  # partitionsByRack.keySet()
+    if not np.isin(member_rack, every).any():  # Collections.disjoint(consumerRacks, partitionRacks)
+        return None
+    # Every partition on every rack (a partition's racks are a subset of `every`): rack-aware only if preferred.
+    if bool((sizes[assignable] == len(every)).all()) and not prefer:
+        return None
+    on_rack = np.bincount(member_rack[member_rack >= 0], minlength=len(racks.names))
+    holder = np.repeat(np.arange(group.num_partitions), sizes)
+    consumers_on = np.bincount(holder, weights=on_rack[racks.ids], minlength=group.num_partitions).astype(np.int64)
+    return _RackInfo(member_rack, racks, consumers_on)
 
 
 def _all_subscriptions_equal(group: GroupSpec) -> bool:
@@ -50,8 +98,8 @@ def _all_subscriptions_equal(group: GroupSpec) -> bool:
     )
 
 
-def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
-    """ConstrainedAssignmentBuilder.build: assignOwnedPartitions, then assignRoundRobin."""
+def _constrained_assign(group: GroupSpec, owned: np.ndarray, racks: _RackInfo | None) -> np.ndarray:
+    """ConstrainedAssignmentBuilder.build: assignOwnedPartitions, assignRackAwareRoundRobin, assignRoundRobin."""
     n_members = len(group.members)
     assignable = np.repeat(subscribed_topics(group), group.partition_counts)
     total = int(assignable.sum())
@@ -59,8 +107,11 @@ def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
     max_quota = min_quota + (1 if extra else 0)
     owner = np.full(group.num_partitions, -1, dtype=np.int32)
 
-    # assignOwnedPartitions: each member's owned partitions sorted by (partition, topic), first `quota` kept.
+    # assignOwnedPartitions: with racks, owned partitions off the owner's rack are given up first (racksMismatch);
+    # then each member's owned partitions sorted by (partition, topic), first `quota` kept.
     parts = np.flatnonzero(owned >= 0)
+    if racks is not None:
+        parts = parts[~racks.mismatches(owned[parts], parts)]
     members = owned[parts]
     topic = group.topic_of(parts)
     order = np.lexsort((topic, parts - group.topic_start[topic], members))
@@ -88,10 +139,18 @@ def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
     kept = (np.arange(len(parts)) - first_of[members]) < keep[members]
     owner[parts[kept]] = members[kept]
 
-    # assignRoundRobin: unassigned partitions in (topic, partition) order go round-robin to the members under
-    # minQuota (each round visits those still under it, in member id order: Collections.sort); a member
-    # reaching minQuota joins the tail of exactly_min; what is left goes one each to exactly_min's head.
     unassigned = np.flatnonzero(assignable & (owner < 0))
+    if racks is not None:
+        # sortPartitionsByRackConsumers: a stable sort by how many members are on the partition's racks.
+        unassigned = unassigned[np.argsort(racks.consumers_on[unassigned], kind="stable")]
+        unassigned = _rack_aware_round_robin(
+            racks, unassigned, owner, keep, under_min, exactly_min, over_min, (min_quota, max_quota, extra)
+        )
+
+    # assignRoundRobin: unassigned partitions (in (topic, partition) order, or what the rack pass left in its
+    # order) go round-robin to the members under minQuota (each round visits those still under it, in member
+    # id order: Collections.sort); a member reaching minQuota joins the tail of exactly_min; what is left goes
+    # one each to exactly_min's head.
     under = np.asarray(under_min, dtype=np.int64)
     deficit = min_quota - keep[under]
     rounds = _repeat_ranges(deficit)
@@ -105,6 +164,74 @@ def _constrained_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
         raise AssertionError("Some partitions are unassigned but all consumers are at maximum capacity")
     owner[rest] = polled
     return owner
+
+
+def _rack_aware_round_robin(
+    racks: _RackInfo,
+    unassigned: np.ndarray,
+    owner: np.ndarray,
+    counts: np.ndarray,
+    under_min: list[int],
+    exactly_min: list[int],
+    over_min: int,
+    quotas: tuple[int, int, int],
+) -> np.ndarray:
+    """assignRackAwareRoundRobin: each partition, in order, to the next member under minQuota on one of its racks
+    (round-robin from where the last one was found), else to the first member at minQuota on one of its racks
+    that may still take one; returns the partitions left unassigned, in order. Updates `counts` and both lists.
+
+    A sequential scan, as in Kafka: each choice moves the round-robin position and may fill a member.
+    """
+    min_quota, max_quota, expected = quotas
+    member_rack = racks.member_rack.tolist()
+    ids, offsets = racks.racks.ids.tolist(), racks.racks.offsets.tolist()
+    count = counts.tolist()
+
+    def next_rack_consumer(p: int, members: list[int], first: int) -> int:
+        """nextRackConsumer: index of the first member on one of p's racks, from `first`, wrapping; -1 if none."""
+        on = ids[offsets[p] : offsets[p + 1]]
+        if on:
+            for i in range(len(members)):
+                index = (first + i) % len(members)
+                if member_rack[members[index]] in on:
+                    return index
+        return -1
+
+    left: list[int] = []
+    placed: list[int] = []
+    takers: list[int] = []
+    next_index = 0
+    for p in unassigned.tolist():
+        consumer = -1
+        index = next_rack_consumer(p, under_min, next_index)
+        if index >= 0:
+            consumer = under_min[index]
+            if count[consumer] + 1 >= min_quota:
+                del under_min[index]
+                # Only members that could still take the extra partition count as unfilled at minQuota.
+                if count[consumer] + 1 < max_quota and over_min < expected:
+                    exactly_min.append(consumer)
+            else:
+                index += 1
+            next_index = index % len(under_min) if under_min else 0
+        elif exactly_min:
+            first = next_rack_consumer(p, exactly_min, 0)
+            if first >= 0:
+                consumer = exactly_min[first]
+                if count[consumer] + 1 == max_quota:
+                    del exactly_min[first]
+                    over_min += 1
+                    if over_min == expected:  # every member at minQuota is filled now
+                        exactly_min.clear()
+        if consumer >= 0:
+            placed.append(p)
+            takers.append(consumer)
+            count[consumer] += 1
+        else:
+            left.append(p)
+    owner[placed] = takers
+    counts[:] = count
+    return np.asarray(left, dtype=np.int64)
 
 
 def _repeat_ranges(lengths: np.ndarray) -> np.ndarray:

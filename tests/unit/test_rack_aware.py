@@ -1,7 +1,9 @@
-"""KIP-881 rack-aware RangeAssignor (client side): Kafka's RangeAssignorTest cases with racks, its documented
-guarantees on random groups, and the `partition_racks` input of the compact form.
+"""KIP-881 rack-aware client assignors: RangeAssignor and the sticky assignors' constrained builder (equal
+subscriptions). Kafka's test cases with racks, Java transcriptions as references on random groups, the documented
+guarantees, and the `partition_racks` input of the compact form.
 
-Upstream: apache/kafka clients, RangeAssignorTest and the helpers of AbstractPartitionAssignorTest (partitionInfos,
+Upstream: apache/kafka clients, RangeAssignorTest, AbstractStickyAssignorTest (run as StickyAssignorTest and
+CooperativeStickyAssignorTest) and the helpers of AbstractPartitionAssignorTest (partitionInfos,
 verifyRackAssignment), Kafka 4.0 line. Kafka's replica layout is rebuilt here: broker b has rack brokerRacks[b],
 partition i of the topic whose layout starts at `next_index` has replicas on brokers (i + j + next_index) % B.
 """
@@ -15,7 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner import assign
 from planner.assignment import by_member
+from planner.assignors.abstract_sticky import sticky_assign
 from planner.assignors.range import RangeAssignor
 from planner.errors import InputError
 from planner.group import parse_group
@@ -572,6 +576,284 @@ def java_range(doc: dict) -> dict[str, set[tuple[str, int]]]:
 @given(racked_groups())
 def test_rack_aware_range_matches_the_java_transcription(doc: dict):
     assert {m: set(p) for m, p in range_assign(doc).items()} == java_range(doc)
+
+
+# --- Sticky assignors, constrained builder (AbstractStickyAssignor.ConstrainedAssignmentBuilder, KIP-881) ----------
+
+
+def sticky(doc: dict, prefer: bool = False) -> dict[str, set[tuple[str, int]]]:
+    spec = parse_group(doc)
+    owner = sticky_assign(spec, prefer_rack_aware_logic=prefer)
+    assert check_plan(spec, owner, balance=True) == []
+    parts = np.flatnonzero(owner >= 0)
+    return {m: set(p) for m, p in by_member(spec, parts, owner[parts]).items()}
+
+
+def rack_doc(
+    topics: dict[str, int], rf: int, broker_racks: list, consumer_racks: list, owned: list[str] | None
+) -> dict:
+    """verifyRackAssignment's group: consumer0.. on `consumer_racks`, all subscribed to every topic."""
+    members = {
+        f"consumer{i}": {
+            "topics": list(topics),
+            "rack": rack,
+            "owned": [list(tp) for tp in sorted(tps(owned[i]))] if owned else [],
+        }
+        for i, rack in enumerate(consumer_racks)
+    }
+    return {"topics": topics, "members": members, "partition_racks": layout(topics, rf, broker_racks)}
+
+
+def verify_uniform_subscription(
+    rf: int, broker_racks: list, consumer_racks: list, expected: list[str], mismatches: int, prefer: bool = False
+) -> None:
+    """AbstractStickyAssignorTest.verifyUniformSubscription for StickyAssignor: without and with owned partitions
+    (StickyAssignor reads ownership from its user data, which these subscriptions lack, so both runs are fresh)."""
+    topics = {"t1": 6, "t2": 7, "t3": 2}
+    doc = rack_doc(topics, rf, broker_racks, consumer_racks, None)
+    result = sticky(doc, prefer)
+    assert result == {f"consumer{i}": tps(e) for i, e in enumerate(expected)}
+    if mismatches >= 0:
+        racks_of = doc["partition_racks"]
+        off = [
+            tp
+            for i, r in enumerate(consumer_racks)
+            if r
+            for tp in result[f"consumer{i}"]
+            if r not in racks_of[tp[0]][tp[1]]
+        ]
+        assert len(off) == mismatches, off
+
+
+STICKY_UNIFORM = ["t1-0, t1-3, t2-0, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t3-0", "t1-2, t1-5, t2-2, t2-5, t3-1"]
+
+
+def test_sticky_rack_aware_assignment_with_uniform_subscription():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithUniformSubscription (StickyAssignorTest)"""
+    verify_uniform_subscription(3, null_racks(3), racks(3), STICKY_UNIFORM, -1)
+    verify_uniform_subscription(3, racks(3), null_racks(3), STICKY_UNIFORM, -1)
+    verify_uniform_subscription(3, racks(3), racks(3), STICKY_UNIFORM, 0, prefer=True)
+    verify_uniform_subscription(4, racks(4), racks(3), STICKY_UNIFORM, 0, prefer=True)
+    verify_uniform_subscription(3, racks(3), racks(3), STICKY_UNIFORM, 0)
+    verify_uniform_subscription(3, racks(3), ["d", "e", "f"], STICKY_UNIFORM, -1)
+    verify_uniform_subscription(3, racks(3), [None, "e", "f"], STICKY_UNIFORM, -1)
+    # Rack-aligned for lower replication factors, where brokers hold a subset of the partitions.
+    verify_uniform_subscription(1, racks(3), racks(3), STICKY_UNIFORM, 0)
+    verify_uniform_subscription(2, racks(3), racks(3), STICKY_UNIFORM, 0)
+    # One consumer on a rack with no partitions: misaligned partitions go to it to keep the balance.
+    verify_uniform_subscription(3, racks(2), racks(3), STICKY_UNIFORM, 5)
+
+
+OWNED = ["t1-0, t1-1, t1-2, t1-3, t1-4", "t1-5, t2-0, t2-1, t2-2, t2-3", "t2-4, t2-5, t2-6, t3-0, t3-1"]
+
+
+def test_cooperative_sticky_rack_aware_assignment_improves_misaligned_ownership():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithUniformSubscription (CooperativeStickyAssignorTest):
+    owned partitions off their owner's rack are given up; the first round hands out only what nobody else owns."""
+    doc = rack_doc({"t1": 6, "t2": 7, "t3": 2}, 1, racks(3), racks(3), OWNED)
+    result = assign("cooperative-sticky", doc)
+    first = ["t1-0, t1-3", "t2-1", "t2-5, t3-1"]
+    assert {m: set(p) for m, p in result.assignment.items()} == {f"consumer{i}": tps(e) for i, e in enumerate(first)}
+    assert {m: set(p) for m, p in result.target.items()} == {
+        f"consumer{i}": tps(e) for i, e in enumerate(STICKY_UNIFORM)
+    }
+
+
+def test_sticky_keeps_owned_partitions_when_racks_match():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithUniformSubscription, "stickiness is retained
+    when racks match" (preferRackAwareLogic, every partition on every rack), with the ownership read."""
+    doc = rack_doc({"t1": 6, "t2": 7, "t3": 2}, 3, racks(3), racks(3), STICKY_UNIFORM)
+    assert sticky(doc, prefer=True) == {f"consumer{i}": tps(e) for i, e in enumerate(STICKY_UNIFORM)}
+
+
+def sticky_rack_config_group(config: str, topics: dict[str, int], members: dict[str, tuple]) -> dict:
+    """AbstractStickyAssignorTest.initializeRacks + partitionInfos (layout offset +1 per topic) + subscription."""
+    broker_racks = 0 if config == "NO_BROKER_RACK" else 3
+    brokers = 3 if broker_racks == 0 else 9
+    broker_rack_list = [None if broker_racks == 0 else ALL_RACKS[i % broker_racks] for i in range(brokers)]
+    partition_racks = {t: replica_racks(n, 3, broker_rack_list, k) for k, (t, n) in enumerate(topics.items())}
+    rack_count = broker_racks if broker_racks > 0 else len(ALL_RACKS)
+    doc_members = {}
+    for m, (subs, index, *owned) in members.items():
+        if owned:  # buildSubscriptionV2Above: owned partitions and generation 1, no rack
+            doc_members[m] = {"topics": subs, "owned": [list(tp) for tp in sorted(tps(owned[0]))], "generation": 1}
+        else:
+            rack = ALL_RACKS[index % rack_count] if config != "NO_CONSUMER_RACK" else None
+            doc_members[m] = {"topics": subs, "rack": rack}
+    return {"topics": topics, "members": doc_members, "partition_racks": partition_racks}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_sticky_two_consumers_two_topics_six_partitions(config: str):
+    """Kafka: AbstractStickyAssignorTest.testTwoConsumersTwoTopicsSixPartitions"""
+    both = ["topic1", "topic2"]
+    doc = sticky_rack_config_group(config, {"topic1": 3, "topic2": 3}, {"consumer1": (both, 0), "consumer2": (both, 1)})
+    assert sticky(doc, prefer=True) == {
+        "consumer1": tps("topic1-0, topic1-2, topic2-1"),
+        "consumer2": tps("topic1-1, topic2-0, topic2-2"),
+    }
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_sticky_small_groups(config: str):
+    """Kafka: AbstractStickyAssignorTest.testOneConsumerMultipleTopics and testTwoConsumersOneTopicTwoPartitions"""
+    one = sticky_rack_config_group(config, {"topic1": 1, "topic2": 2}, {"consumer": (["topic1", "topic2"], 0)})
+    assert sticky(one, prefer=True) == {"consumer": tps("topic1-0, topic2-0, topic2-1")}
+    two = sticky_rack_config_group(config, {"topic": 2}, {"consumer1": (["topic"], 0), "consumer2": (["topic"], 1)})
+    assert sticky(two, prefer=True) == {"consumer1": tps("topic-0"), "consumer2": tps("topic-1")}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_sticky_add_remove_consumer_one_topic(config: str):
+    """Kafka: AbstractStickyAssignorTest.testAddRemoveConsumerOneTopic"""
+    topics = {"topic": 3}
+    first = sticky(sticky_rack_config_group(config, topics, {"consumer1": (["topic"], 0)}), prefer=True)
+    assert first == {"consumer1": tps("topic-0, topic-1, topic-2")}
+    members = {"consumer1": (["topic"], 0, "topic-0, topic-1, topic-2"), "consumer2": (["topic"], 1, "")}
+    second = sticky(sticky_rack_config_group(config, topics, members), prefer=True)
+    assert second == {"consumer1": tps("topic-0, topic-1"), "consumer2": tps("topic-2")}
+    third = sticky(sticky_rack_config_group(config, topics, {"consumer2": (["topic"], 1, "topic-2")}), prefer=True)
+    assert third == {"consumer2": tps("topic-0, topic-1, topic-2")}
+
+
+@pytest.mark.parametrize("config", RACK_CONFIGS)
+def test_sticky_all_consumers_are_under_min_quota(config: str):
+    """Kafka: AbstractStickyAssignorTest.testAllConsumersAreUnderMinQuota"""
+    both = ["topic1", "topic2"]
+    members = {"consumer1": (both, 0, "topic1-0"), "consumer2": (both, 1, "topic1-1"), "consumer3": (both, 2, "")}
+    doc = sticky_rack_config_group(config, {"topic1": 2, "topic2": 3}, members)
+    assert sticky(doc, prefer=True) == {
+        "consumer1": tps("topic1-0, topic2-1"),
+        "consumer2": tps("topic1-1, topic2-2"),
+        "consumer3": tps("topic2-0"),
+    }
+
+
+def java_constrained(doc: dict) -> dict[str, set[tuple[str, int]]]:
+    """ConstrainedAssignmentBuilder.build with RackInfo, transcribed line by line (members in id order)."""
+    spec = parse_group(doc)
+    topics = sorted(t for t in doc["topics"] if any(t in m["topics"] for m in doc["members"].values()))
+    all_parts = [(t, p) for t in topics for p in range(doc["topics"][t])]
+    consumers = sorted(doc["members"])
+    consumer_rack = {m: r for m, s in doc["members"].items() if (r := s.get("rack"))}
+    racks_of = {
+        (t, p): set(doc["partition_racks"].get(t, [[]] * 0)[p]) if p < len(doc["partition_racks"].get(t, [])) else set()
+        for t, p in all_parts
+    }
+    every = set().union(*racks_of.values()) if racks_of else set()
+    use = bool(consumer_rack) and not set(consumer_rack.values()).isdisjoint(every)
+    use = use and any(r != every for r in racks_of.values())
+    member_rack = consumer_rack if use else {}
+    by_rack = Counter(consumer_rack.values())
+    on = {tp: sum(by_rack[r] for r in rs) for tp, rs in racks_of.items()} if consumer_rack else {}
+    previous = previous_owned(spec)
+    total, n = len(all_parts), len(consumers)
+    min_q, max_q, expected = total // n, -(-total // n), total % n
+    over = 0
+    assignment: dict[str, list] = {c: [] for c in consumers}
+    under, exactly, assigned = [], [], set()
+    for c in consumers:
+        owned = [tp for tp in previous.get(c, []) if not (c in member_rack and member_rack[c] not in racks_of[tp])]
+        owned.sort(key=lambda tp: (tp[1], tp[0]))
+        if len(owned) < min_q:
+            assignment[c] += owned
+            under.append(c)
+        elif len(owned) >= max_q and over < expected:
+            over += 1
+            if over == expected:
+                exactly.clear()
+            assignment[c] += owned[:max_q]
+        else:
+            assignment[c] += owned[:min_q]
+            if over < expected:
+                exactly.append(c)
+        assigned.update(assignment[c])
+    unassigned = [tp for tp in all_parts if tp not in assigned]
+    if on:
+        unassigned.sort(key=lambda tp: on.get(tp, 0))
+
+    def next_rack(tp, members, first):
+        rs = racks_of[tp] if member_rack else set()
+        if not rs:
+            return -1
+        for i in range(len(members)):
+            index = (first + i) % len(members)
+            if member_rack.get(members[index]) in rs:
+                return index
+        return -1
+
+    if member_rack:
+        nxt, left = 0, []
+        for tp in unassigned:
+            consumer = None
+            index = next_rack(tp, under, nxt)
+            if index >= 0:
+                consumer = under[index]
+                count = len(assignment[consumer]) + 1
+                if count >= min_q:
+                    under.remove(consumer)
+                    if count < max_q and over < expected:
+                        exactly.append(consumer)
+                else:
+                    index += 1
+                nxt = 0 if not under else index % len(under)
+            elif exactly:
+                first = next_rack(tp, exactly, 0)
+                if first >= 0:
+                    consumer = exactly[first]
+                    if len(assignment[consumer]) + 1 == max_q:
+                        exactly.pop(first)
+                        over += 1
+                        if over == expected:
+                            exactly.clear()
+            if consumer is not None:
+                assignment[consumer].append(tp)
+            else:
+                left.append(tp)
+        unassigned = left
+    i = 0
+    for tp in unassigned:  # assignRoundRobin with Java's iterator over `under`
+        if i < len(under):
+            consumer = under[i]
+            i += 1
+        elif not under:
+            consumer = exactly.pop(0)
+        else:
+            i = 1
+            consumer = under[0]
+        assignment[consumer].append(tp)
+        if len(assignment[consumer]) == min_q and consumer in under:
+            under.remove(consumer)
+            i -= 1
+            exactly.append(consumer)
+    return {c: set(ps) for c, ps in assignment.items()}
+
+
+def previous_owned(spec) -> dict[str, list[tuple[str, int]]]:
+    """The owned partitions each member keeps as Kafka reads them (planner.group.previous_owners)."""
+    from planner.group import previous_owners
+
+    owner = previous_owners(spec)[0]
+    parts = np.flatnonzero(owner >= 0)
+    return by_member(spec, parts, owner[parts])
+
+
+@st.composite
+def racked_equal_groups(draw: st.DrawFn) -> dict:
+    """Random groups with one subscription for all, racks on members and partitions, sometimes owned partitions."""
+    doc = draw(racked_groups())
+    subs = sorted(doc["topics"])
+    partitions = [[t, p] for t, n in doc["topics"].items() for p in range(n)] or [["t0", 0]]
+    for member in doc["members"].values():
+        member["topics"] = subs
+        member["owned"] = draw(st.lists(st.sampled_from(partitions), max_size=6))
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(racked_equal_groups())
+def test_sticky_constrained_rack_path_matches_the_java_transcription(doc: dict):
+    assert sticky(doc) == java_constrained(doc)
 
 
 # --- The compact form's partition_racks ------------------------------------------------------------------------
