@@ -22,6 +22,8 @@ import numpy as np
 from planner.errors import InputError
 
 DEFAULT_GENERATION = -1  # AbstractStickyAssignor.DEFAULT_GENERATION: a member that sent no generation
+NO_RACK = -1  # PartitionRacks.member_racks: the member sent no rack
+UNKNOWN_RACK = -2  # PartitionRacks.member_racks: no partition has a replica on the member's rack
 
 
 def java_key(s: str) -> bytes:
@@ -41,18 +43,11 @@ class PartitionRacks:
         """The rack names of one partition id (empty when none is known)."""
         return tuple(self.names[r] for r in self.ids[self.offsets[partition] : self.offsets[partition + 1]])
 
-    def ids_per_partition(self, first: int, stop: int) -> list[frozenset[int]]:
-        """The rack ids of partition ids first .. stop - 1, one set each."""
-        ids = self.ids[self.offsets[first] : self.offsets[stop]].tolist()
-        bounds = (self.offsets[first : stop + 1] - self.offsets[first]).tolist()
-        return [frozenset(ids[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-    def rack_id(self, rack: str | None) -> int:
-        """The id of a rack name, or -1 when no partition has a replica there (or `rack` is None)."""
-        if rack is None:
-            return -1
-        i = int(np.searchsorted(_java_keys(self.names), java_key(rack)))
-        return i if i < len(self.names) and self.names[i] == rack else -1
+    def member_racks(self, racks: Sequence[str | None]) -> np.ndarray:
+        """Rack id per member rack name: NO_RACK for none or "" (Kafka keeps `!r.isEmpty()` racks only),
+        UNKNOWN_RACK for a rack that holds no replica of any partition (it can match none)."""
+        index = {r: i for i, r in enumerate(self.names)}
+        return np.asarray([index.get(r, UNKNOWN_RACK) if r else NO_RACK for r in racks], dtype=np.int64)
 
     def contains(self, partitions: np.ndarray, rack_ids: np.ndarray) -> np.ndarray:
         """bool per pair: partition partitions[i] has a replica on rack rack_ids[i] (-1 never matches)."""
@@ -66,10 +61,6 @@ class PartitionRacks:
         want = np.asarray(partitions, dtype=np.int64) * width + rack_ids
         at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
         return (rack_ids >= 0) & (keys[at] == want)
-
-
-def _java_keys(names: tuple[str, ...]) -> np.ndarray:
-    return np.asarray([java_key(n) for n in names], dtype=object)
 
 
 @dataclass(frozen=True, eq=False)

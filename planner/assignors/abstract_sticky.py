@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.group import GroupSpec, PartitionRacks, previous_owners, subscribed_topics
+from planner.group import NO_RACK, GroupSpec, PartitionRacks, previous_owners, subscribed_topics
 
 
 def sticky_assign(group: GroupSpec, *, prefer_rack_aware_logic: bool = False) -> np.ndarray:
@@ -47,18 +47,14 @@ def sticky_assign(group: GroupSpec, *, prefer_rack_aware_logic: bool = False) ->
 class _RackInfo:
     """AbstractStickyAssignor.RackInfo when rack-aware assignment is on (members and partitions as ids)."""
 
-    member_rack: np.ndarray  # per member: its rack id, _NO_RACK without one, _UNKNOWN for a rack no partition has
+    member_rack: np.ndarray  # per member: its rack id, NO_RACK or UNKNOWN_RACK (PartitionRacks.member_racks)
     racks: PartitionRacks  # replica racks per partition id
     consumers_on: np.ndarray  # per partition id: numConsumersByPartition, members on any of its racks
 
     def mismatches(self, members: np.ndarray, partitions: np.ndarray) -> np.ndarray:
         """racksMismatch per (member, partition) pair: the member has a rack and the partition no replica on it."""
         rack = self.member_rack[members]
-        return (rack != _NO_RACK) & ~self.racks.contains(partitions, rack)
-
-
-_NO_RACK = -1
-_UNKNOWN = -2
+        return (rack != NO_RACK) & ~self.racks.contains(partitions, rack)
 
 
 def _rack_info(group: GroupSpec, prefer: bool) -> _RackInfo | None:
@@ -66,8 +62,7 @@ def _rack_info(group: GroupSpec, prefer: bool) -> _RackInfo | None:
     racks = group.partition_racks
     if racks is None or not any(group.racks):  # consumersByRack empty, or partitionInfosWithoutRacks
         return None
-    rack_ids = {r: i for i, r in enumerate(racks.names)}
-    member_rack = np.asarray([rack_ids.get(r, _UNKNOWN) if r else _NO_RACK for r in group.racks], dtype=np.int64)
+    member_rack = racks.member_racks(group.racks)  # consumerRacks
     assignable = np.repeat(subscribed_topics(group), group.partition_counts)
     sizes = np.diff(racks.offsets)
     every = np.unique(racks.ids[np.repeat(assignable, sizes)])  # partitionsByRack.keySet()

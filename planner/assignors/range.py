@@ -27,7 +27,7 @@ from collections import defaultdict
 import numpy as np
 
 from planner.assignors._member_info import subscribers_by_rank
-from planner.group import GroupSpec
+from planner.group import NO_RACK, GroupSpec
 
 
 class RangeAssignor:
@@ -76,16 +76,14 @@ def _topic_states(group: GroupSpec, offsets: np.ndarray, subscribers: np.ndarray
     racks = group.partition_racks
     if racks is None:
         return []
-    # consumerRacks: "subscription.rackId().filter(r -> !r.isEmpty())"; a rack no partition has matches nothing.
-    rack_ids = {r: i for i, r in enumerate(racks.names)}
-    member_rack = np.asarray([rack_ids.get(r, _UNKNOWN) if r else _NO_RACK for r in group.racks], dtype=np.int64)
+    member_rack = racks.member_racks(group.racks)  # consumerRacks
     per_partition = np.diff(racks.offsets)
     needs, consumer_racks = [], []
     for t in range(len(group.topics)):
         subs = subscribers[offsets[t] : offsets[t + 1]]
         span = slice(int(racks.offsets[group.topic_start[t]]), int(racks.offsets[group.topic_start[t + 1]]))
         every = np.unique(racks.ids[span])  # allPartitionRacks of the topic
-        mine = np.setdiff1d(member_rack[subs], [_NO_RACK])  # allConsumerRacks of the topic
+        mine = np.setdiff1d(member_rack[subs], [NO_RACK])  # allConsumerRacks of the topic
         consumer_racks.append(len(mine) > 0)
         # useRackAwareAssignment: racks shared, and (unless preferRackAwareLogic) some partition not on all of
         # them; a partition's racks are a subset of the topic's, so equal sets have equal sizes.
@@ -107,10 +105,6 @@ def _topic_states(group: GroupSpec, offsets: np.ndarray, subscribers: np.ndarray
             pairs = (local, racks.ids[span].astype(np.int64))
         states.append(_TopicState(first, n, consumers, member_rack[consumers], pairs, needs[t]))
     return states
-
-
-_NO_RACK = -1  # the member sent no rack (or an empty one)
-_UNKNOWN = -2  # the member's rack holds no replica of any partition
 
 
 class _TopicState:
@@ -190,7 +184,7 @@ def _assign_on_racks(state: _TopicState, owner: np.ndarray) -> None:
         if limit == 0:
             continue
         if consumer_rack not in lines:
-            on_rack = range(state.size) if consumer_rack == _NO_RACK else local[rack == consumer_rack].tolist()
+            on_rack = range(state.size) if consumer_rack == NO_RACK else local[rack == consumer_rack].tolist()
             lines[consumer_rack], cursors[consumer_rack] = list(on_rack), 0
         line, i, picks = lines[consumer_rack], cursors[consumer_rack], 0
         while i < len(line) and picks < limit:
@@ -259,7 +253,7 @@ def _assign_co_partitioned(states: list[_TopicState], owner: np.ndarray) -> None
 
     placed, positions = [], []
     for p in range(size):
-        heads = [c for r in (_NO_RACK, *common[p]) if (c := first_eligible(r)) is not None]
+        heads = [c for r in (NO_RACK, *common[p]) if (c := first_eligible(r)) is not None]
         if not heads:
             continue
         match = min(heads)

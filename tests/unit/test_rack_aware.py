@@ -22,7 +22,7 @@ from planner.assignment import by_member
 from planner.assignors.abstract_sticky import sticky_assign
 from planner.assignors.range import RangeAssignor
 from planner.errors import InputError
-from planner.group import parse_group
+from planner.group import NO_RACK, UNKNOWN_RACK, parse_group
 from planner.invariants import check_plan
 
 ALL_RACKS = ["a", "b", "c", "d", "e", "f"]  # AbstractPartitionAssignorTest.ALL_RACKS
@@ -877,7 +877,7 @@ def test_partition_racks_are_parsed_per_partition():
         True,
         False,
     ]
-    assert racks.rack_id("r3") == 2 and racks.rack_id("zz") == -1 and racks.rack_id(None) == -1
+    assert racks.member_racks(["r3", "zz", None, ""]).tolist() == [2, UNKNOWN_RACK, NO_RACK, NO_RACK]
 
 
 @pytest.mark.parametrize(
