@@ -488,6 +488,26 @@ def test_rack_aware_range_aligns_every_partition_when_racks_can_hold_their_consu
         assert len(parts) == quota
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6), st.integers(1, 4), st.data())
+def test_rack_aware_sticky_aligns_every_partition_when_racks_can_hold_their_consumers_share(
+    consumer_racks: list[str], quota: int, data: st.DataObject
+):
+    """AbstractStickyAssignor's javadoc, "match consumer racks with partition replica racks on a best-effort
+    basis, prioritizing balanced assignment": equal subscriptions, each partition on one rack, each rack
+    holding exactly its consumers' share: balanced, and every partition on its consumer's rack."""
+    per_rack = Counter(consumer_racks)
+    shuffled = data.draw(st.permutations([r for r in sorted(per_rack) for _ in range(per_rack[r] * quota)]))
+    split = data.draw(st.integers(0, len(shuffled)))
+    topics = {"t": split, "u": len(shuffled) - split}
+    members = {f"m{i}": {"topics": ["t", "u"], "rack": r} for i, r in enumerate(consumer_racks)}
+    layout_racks = {"t": [[r] for r in shuffled[:split]], "u": [[r] for r in shuffled[split:]]}
+    result = sticky({"topics": topics, "members": members, "partition_racks": layout_racks})
+    for m, parts in result.items():
+        assert all(layout_racks[t][p] == [members[m]["rack"]] for t, p in parts)
+        assert len(parts) == quota
+
+
 @settings(max_examples=200, deadline=None)
 @given(racked_groups())
 def test_without_member_racks_or_partition_racks_it_is_plain_range(doc: dict):
