@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import copy
+import math
 import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner import assign
 from planner.errors import InputError, LimitError
+from schemas.conforms import compile_schema
 from schemas.rules import (
     INT32_MAX,
     INT64_MAX,
     MAX_ERRORS,
     Limits,
+    StrictValidator,
     check_group,
     compact_schema,
     document_errors,
@@ -459,3 +464,84 @@ def test_a_group_that_passes_the_rules_is_planned(strategy):
     check_group(COMPACT)
     assert set(assign(strategy, GOOD).assignment) == {"a", "b"}
     assert set(assign(strategy, COMPACT).assignment) == {"a", "b"}
+
+
+# --- the compiled schema check agrees with jsonschema ---------------------------------------------------------------
+
+FIELDS = sorted(
+    {
+        k
+        for s in (snapshot_schema(), compact_schema())
+        for d in [s, *s["$defs"].values()]
+        for k in d.get("properties", {})
+    }
+)
+# One value on the edge of every keyword the schemas use (type, minimum, minLength, enum, pattern, item counts).
+EDGES = [None, True, -2, -1, 0, 1, 2**31, 1.5, 3.0, math.nan, math.inf, -0.0, "", "orders", "Sleeping", "Stable"]
+EDGES += ["kafka", "2026-11-21T02:00:00Z", "2026-11-21", [], {}, ["orders", 0, 1], ["orders"], [0, "orders"]]
+leaves = st.sampled_from(EDGES)
+values = st.recursive(
+    leaves,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*prefix, key))
+
+
+def _agree(doc) -> None:
+    for schema in (snapshot_schema(), compact_schema()):
+        expected = not any(StrictValidator(schema).iter_errors(doc))
+        assert compile_schema(schema)(doc) is expected, (schema["$id"], doc)
+
+
+def _edited(doc, path, value, append: bool):
+    doc = copy.deepcopy(doc)
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    if append:
+        target[path[-1]].append(copy.deepcopy(value))
+    else:
+        target[path[-1]] = copy.deepcopy(value)
+    return doc
+
+
+@pytest.mark.parametrize("form", [GOOD, COMPACT], ids=["snapshot", "compact"])
+def test_the_compiled_schema_agrees_with_jsonschema_on_every_edge_value_at_every_place(form):
+    _agree(form)
+    for path in list(_paths(form))[1:]:
+        for value in EDGES:
+            _agree(_edited(form, path, value, append=False))
+            if isinstance(_at(form, path), list):
+                _agree(_edited(form, path, value, append=True))
+
+
+def _at(doc, path):
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+@given(st.data())
+@settings(max_examples=500, deadline=None)
+def test_the_compiled_schema_agrees_with_jsonschema_after_random_edits(data):
+    doc = data.draw(st.sampled_from([GOOD, COMPACT]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(doc))[1:]))
+        append = isinstance(_at(doc, path), list) and data.draw(st.booleans())
+        doc = _edited(doc, path, data.draw(leaves | values), append)
+    _agree(doc)
+    _agree(data.draw(values))
+
+
+def test_a_keyword_the_compiler_does_not_know_falls_back_to_jsonschema():
+    assert compile_schema({"type": "object", "patternProperties": {"^x": {"type": "string"}}}) is None
+    assert compile_schema({"$ref": "other.json#/x"}) is None
+    assert compile_schema({"enum": [1, 2]}) is None
+    assert compile_schema({"type": "array", "uniqueItems": True}) is None
