@@ -4,36 +4,53 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+APT_PACKAGES := openjdk-17-jre-headless chromium chromium-driver
 
-.PHONY: install java demo test lint bench clean
+.PHONY: install system demo test test-fast lint typecheck bench spark-connect clean
 
-install: java $(STAMP)
+install: system $(STAMP)
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt setuptools wheel
-	$(BIN)/python -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt -e '.[demo,dev]'
 	@touch $(STAMP)
 
-# Spark needs a JVM: install a headless Java 17 with apt when none is on PATH and we are root.
-java:
-	@command -v java >/dev/null 2>&1 || { \
+# Spark needs a JVM and the report tests a real browser: when java or chromium is missing and we are root,
+# install Debian's headless Java 17 and Chromium (with its driver) with apt.
+system:
+	@if ! command -v java >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
-	  else echo "java is missing: install a Java 17 runtime (openjdk-17-jre-headless)" >&2; exit 1; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	  elif ! command -v java >/dev/null 2>&1; then \
+	    echo "java is missing: install a Java 17 runtime (openjdk-17-jre-headless)" >&2; exit 1; \
+	  else echo "chromium is missing: the browser test of the report will be skipped" >&2; fi; fi
 
 demo: install
 	$(BIN)/rebalance demo
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
-test: lint
+typecheck: install
+	$(BIN)/mypy
+
+# The unit tier alone (pure domain and contracts, doctests): the inner loop.
+test-fast: lint
+	$(BIN)/python -m pytest -m unit -q
+
+# Everything CI must prove: lint, format, types, the unit and integration tiers (demo, cluster, Connect, scheduler).
+test: lint typecheck
 	$(BIN)/python -m pytest
 
 bench: install
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# A local Spark Connect server on 127.0.0.1:15002 in the foreground (Ctrl-C stops it and its JVM).
+spark-connect: install
+	$(BIN)/python -m jobs.io.spark_servers connect --port 15002
+
 clean:
-	rm -rf $(VENV) .airflow lake .pytest_cache
+	rm -rf $(VENV) .airflow lake .pytest_cache tests/artifacts

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_OFFSETS_TOPIC_PARTITIONS", "coordinator_partition", "java_string_hash", "kafka_abs"]
 
-DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions default (seed 003)
+DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50  # offsets.topic.num.partitions default (article A3)
 
 
 def java_string_hash(s: str) -> int:

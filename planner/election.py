@@ -1,4 +1,4 @@
-"""Assignor election: which partition.assignment.strategy a classic consumer group uses (seed 003).
+"""Assignor election: which partition.assignment.strategy a classic consumer group uses (article A3).
 
 Mirrors Kafka's ClassicGroup (group-coordinator, formerly GroupMetadata.scala):
 1. add(): a member may join only if one of its protocols is supported by every current member

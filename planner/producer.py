@@ -1,15 +1,15 @@
 """Where records without a key go: the Java producer's three null-key strategies, simulated batch by batch.
 
 - "round_robin": DefaultPartitioner before Kafka 2.4: `toPositive(counter.getAndIncrement()) % n`
-  over the available partitions, so consecutive records land on different partitions (seed 000).
+  over the available partitions, so consecutive records land on different partitions (article A0).
 - "sticky_cache": Kafka 2.4 to 3.2 (KIP-480, DefaultPartitioner + StickyPartitionCache): stay on one
   partition until appending needs a new batch there; KafkaProducer.doSend then calls onNewBatch and
-  StickyPartitionCache.nextPartition picks a random different partition (seed 000). The very first
+  StickyPartitionCache.nextPartition picks a random different partition (article A0). The very first
   record also needs a new batch, so it switches once at once, as the Java client does.
 - "uniform_sticky": Kafka 3.3+ (KIP-794, BuiltInPartitioner without adaptive load stats): stay on a random
   partition until batch.size bytes were produced to it and its last batch is full (enableSwitch in
   RecordAccumulator.append), or 2 x batch.size regardless; the next one is random, possibly the same
-  (seed 002).
+  (article A2).
 
 Batches: one open batch per partition (RecordAccumulator); a record that does not fit in batch.size
 closes it and opens a new one. Linger is modelled as `records_per_linger`: after that many records a

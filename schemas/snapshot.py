@@ -1,4 +1,4 @@
-"""The JSON Schema of snapshot files (ARCHITECTURE.md, "Snapshot file (JSON) contract")."""
+"""The JSON Schema of snapshot files (the snapshot-file contract, README "Snapshot files")."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def pull_snapshots(
     rebalance_budget_s: float = 10.0,
     captured_at: datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """Snapshot documents (ARCHITECTURE.md file contract) of the consumer groups matching a glob pattern.
+    """Snapshot documents (schemas/snapshot.schema.json) of the consumer groups matching a glob pattern.
 
     With the default pattern '*' only groups that have members are returned; with any other pattern empty and
     dead groups are recorded too (`include_empty` overrides both). A group caught mid-rebalance is described

@@ -95,7 +95,9 @@ class Lake:
             if delta:
                 spark.sql(f"CREATE TABLE IF NOT EXISTS `{name}` USING delta LOCATION '{self.path(name)}'")
             else:
-                self.read(spark, name).createOrReplaceTempView(name)
+                # A projection over the files, not the file relation itself: Spark refuses INSERT into it.
+                frame = self.read(spark, name)
+                frame.select(*frame.columns).createOrReplaceTempView(name)
         return list(TABLES)
 
     @contextmanager

@@ -1,4 +1,4 @@
-"""A custom assignor plug-in: each partition to a random subscriber (seed 004's AfeiAssignor), seeded.
+"""A custom assignor plug-in: each partition to a random subscriber (article A4's AfeiAssignor), seeded.
 
 Load it with `rebalance assign --strategy planner.examples.random_assignor:RandomAssignor group.json` or
 `planner.assign("planner.examples.random_assignor:RandomAssignor", group)`. A plug-in is any class built

@@ -120,7 +120,7 @@ def test_custom_assignor_metadata_is_kept_raw(cluster: demo_cluster.Cluster, set
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-    class RandomAssignor(RangePartitionAssignor):  # a custom assignor, as seed 004 writes one
+    class RandomAssignor(RangePartitionAssignor):  # a custom assignor, as article A4 writes one
         name = "random-custom"
 
         @classmethod

@@ -1,4 +1,4 @@
-"""CooperativeStickyAssignor: two-round hand-over (KIP-429), seeds' sticky examples, and the cooperative rule
+"""CooperativeStickyAssignor: two-round hand-over (KIP-429), the articles' sticky examples, and the cooperative rule
 on random member churn."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Coordinator lookup: Java String.hashCode, Kafka's Utils.abs, offsets.topic.num.partitions (seed 003)."""
+"""Coordinator lookup: Java String.hashCode, Kafka's Utils.abs, offsets.topic.num.partitions (article A3)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Assignor election by vote (seed 003, Kafka ClassicGroup.selectProtocol) and INCONSISTENT_GROUP_PROTOCOL."""
+"""Assignor election by vote (article A3, Kafka ClassicGroup.selectProtocol) and INCONSISTENT_GROUP_PROTOCOL."""
 
 import pytest
 
@@ -62,7 +62,7 @@ def test_tie_goes_to_first_in_hashmap_order_not_join_order() -> None:
 
 
 def test_member_supporting_no_candidate_is_rejected_at_join() -> None:
-    """Kafka wins over seed 003: the article's IllegalArgumentException ("Member does not support
+    """Kafka wins over article A3: the article's IllegalArgumentException ("Member does not support
     protocol") cannot happen in a running group, because ClassicGroup.supportsProtocols already rejects the
     JoinGroup with INCONSISTENT_GROUP_PROTOCOL."""
     with pytest.raises(InconsistentGroupProtocolError, match="INCONSISTENT_GROUP_PROTOCOL: member c3") as e:

@@ -1,4 +1,4 @@
-"""The plug-in point: `package.module:Class` strategies, seed 004's random assignor, and bad plug-ins."""
+"""The plug-in point: `package.module:Class` strategies, article A4's random assignor, and bad plug-ins."""
 
 from __future__ import annotations
 

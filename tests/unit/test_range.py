@@ -1,4 +1,4 @@
-"""RangeAssignor: Kafka's javadoc, seeds 001 and 004, static members, edge cases; every scenario checked."""
+"""RangeAssignor: Kafka's javadoc, articles A1 and A4, static members, edge cases; every scenario checked."""
 
 from __future__ import annotations
 

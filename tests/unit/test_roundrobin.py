@@ -1,4 +1,4 @@
-"""RoundRobinAssignor: Kafka's javadoc, seeds 001 and 004, static members, a Java transcription."""
+"""RoundRobinAssignor: Kafka's javadoc, articles A1 and A4, static members, a Java transcription."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""StickyAssignor: seeds 000 and 001, Kafka's AbstractStickyAssignorTest cases, ConstrainedAssignmentBuilder
+"""StickyAssignor: articles A0 and A1, Kafka's AbstractStickyAssignorTest cases, ConstrainedAssignmentBuilder
 transcribed line by line as the reference, and the balance and stickiness guarantees on random groups."""
 
 from __future__ import annotations
