@@ -1,4 +1,4 @@
-"""History cannot be overwritten through `rebalance sql`: only queries pass Spark's parser check; views refuse INSERT."""
+"""History cannot be overwritten through `rebalance sql`: only queries pass the parser check; views refuse INSERT."""
 
 from __future__ import annotations
 
