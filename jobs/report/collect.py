@@ -37,6 +37,10 @@ GENERATION_COLUMNS = (
 """The generation columns the page lays out itself; any other column is shown as it is, in the header."""
 
 HOT_KEYS_SHOWN = 10
+PLAN_COLUMNS = ("strategy", "topic", "partition", "member", "previous_member", "moved", "phase", "weight")
+SKEW_COLUMNS = ("topic", "partitioner", "partition_count", "current", "partition", "load", "messages")
+HOT_KEY_COLUMNS = ("topic", "partition_count", "rank", "key", "messages", "share", "partition")
+FINGERPRINT_COLUMNS = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
 TODAY = "today"
 
 
@@ -87,7 +91,7 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     changes = _json(generation.get("changes", parameters.get("changes")))
     run_id, snapshot_id = generation.get("run_id"), generation.get("snapshot_id")
 
-    plans = rows(read, "plans", keys)
+    plans = rows(read, "plans", keys, PLAN_COLUMNS)
     metrics = rows(read, "plan_metrics", keys)
     chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
     target = [r for r in plans if r["strategy"] == chosen]
@@ -95,8 +99,9 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     topics = sorted({r["topic"] for r in plans} | {t for t, _ in today})
     run = [("topic", "in", topics), ("run_id", "=", run_id)]
 
-    skew = rows(read, "key_skew", run)
-    lags = _lags(rows(read, "partition_offsets", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]))
+    skew = rows(read, "key_skew", run, SKEW_COLUMNS)
+    offsets = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
+    lags = _lags(rows(read, "partition_offsets", offsets, ("topic", "partition", "committed", "end_offset", "lag")))
     partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
     members = sorted(set(roster) | {r["member"] for r in plans if r.get("member") is not None})
     summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
@@ -111,8 +116,8 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
         partitions=partitions,
         what_if=_what_if(skew),
         skew_summary=summary,
-        hot_keys=_hot_keys(rows(read, "key_skew_hot_keys", run), current),
-        fingerprint=_fingerprint(rows(read, "key_skew_fingerprint", run)),
+        hot_keys=_hot_keys(rows(read, "key_skew_hot_keys", run, HOT_KEY_COLUMNS), current),
+        fingerprint=_fingerprint(rows(read, "key_skew_fingerprint", run, FINGERPRINT_COLUMNS)),
         candidates=_without_keys(sorted(metrics, key=lambda m: (not m.get("chosen"), m["strategy"]))),
         members=member_loads(members, today, plans, chosen, partitions),
         moves=moves(target, partitions),
@@ -145,14 +150,16 @@ def groups(read: Read) -> Rows:
     return [latest[g] | {"generations": count[g]} for g in sorted(latest)]
 
 
-def rows(read: Read, name: str, filters: Filters = None) -> Rows:
-    """A table's rows as dicts; a table the lake does not have yet reads as empty."""
+def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> Rows:
+    """A table's rows as dicts (only `columns`, those the table has, when given); a missing table reads as empty."""
     if filters and any(op == "=" and value is None for _, op, value in filters):
         return []  # a lookup on a missing id (e.g. no run id) matches nothing
     try:
-        return read(name, list(filters) if filters else None).to_pylist()
+        table = read(name, list(filters) if filters else None)
     except TableNotFoundError:
         return []
+    # Selecting first spares converting columns nobody shows (timestamps cost most) into Python objects.
+    return (table.select([c for c in columns if c in table.column_names]) if columns else table).to_pylist()
 
 
 def partition_loads(
@@ -261,7 +268,8 @@ def key_text(key: Any) -> str:
 def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str], dict[tuple[str, int], str]]:
     """The snapshot's members and today's owner of each partition (the coordinator's assignment)."""
     roster, owner = [], {}
-    for row in rows(read, "snapshots", [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]):
+    members = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
+    for row in rows(read, "snapshots", members, ("member_id", "assignment")):
         if not row.get("member_id"):
             continue  # a group without members has one row with member_id ''
         roster.append(row["member_id"])
@@ -306,8 +314,7 @@ def _hot_keys(hot: Rows, current: dict[str, int]) -> Rows:
 
 def _fingerprint(prints: Rows) -> Rows:
     """Share of observed records each known partitioner explains, best first per topic."""
-    columns = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
-    out = [{c: r.get(c) for c in columns} for r in prints]
+    out = [{c: r.get(c) for c in FINGERPRINT_COLUMNS} for r in prints]
     return sorted(out, key=lambda r: (r["topic"], -(r["share"] or 0.0), r["partitioner"]))
 
 
