@@ -21,12 +21,13 @@ is an orphan: it must move and never counts against the budget. Ties: members in
 (static members by group.instance.id first, KIP-345, so a restarted static member keeps its place; then member
 id), partitions by id, i.e. (topic, partition).
 
-Phases, each a function below: keep valid ownership; pin heavy partitions (heavier than the mean of what is left,
-each alone on a member); member goals (water-filling each topic class's load over its subscribers, fewest
-subscribers first, like UniformHeterogeneousAssignmentBuilder fills the least-loaded member, but by load); shed
-what a member holds above its goal band; pull for members below it; place the pool (LPT for the heavier
-partitions, one vectorized cut for the light rest); improve with moves and swaps between the heaviest and the
-lightest member, which is also the stopping rule (`_settled`).
+Phases, each a function below: keep valid ownership (and stop there when `_settled`); pin heavy partitions
+(heavier than the mean of what is left, each alone on a member); member goals (water-filling each topic class's
+load over its subscribers, fewest subscribers first, as UniformHeterogeneousAssignmentBuilder fills the
+least-loaded member, but by load); place orphaned partitions (LPT for the heavier, one vectorized cut for the
+light rest; stop there when settled); shed what a member holds above its goal band and place it; pull for members
+below their band; improve with moves and swaps between the heaviest and the lightest member. Hysteresis: a group
+is left alone while no step would even it by 2 x tolerance x mean; once it must move it is evened to 1 x.
 
 Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. Sticky moves two partitions and leaves loads 7 / 3;
 balanced-load moves t0p0 and t0p3 (load 5, as little as balance allows) and leaves 5 / 5.
@@ -120,9 +121,13 @@ def balanced_load_assign(
     plan = _Plan.keep(group, tolerance, max_move_share, move_budget, max_count_spread)
     if not plan.pool.any() and _settled(plan):
         return plan.owner  # load-balanced and nothing orphaned: nothing moves
-    plan.index, plan.scans = None, 0  # the bulk phases move many partitions at once; the index is rebuilt after
+    plan.drop_index()
     _pin_heavy(plan)
     _goals(plan)
+    _place(plan)
+    if _settled(plan):
+        return plan.owner  # the orphans' placement alone balances the group: no owned partition moves
+    plan.drop_index()
     _shed(plan)
     _place(plan)
     _pull(plan)
@@ -269,6 +274,10 @@ class _Plan:
             for p, m in zip(parts.tolist(), to.tolist(), strict=True):
                 if m >= 0:
                     self.added.setdefault(m, []).append(p)
+
+    def drop_index(self) -> None:
+        """Forget the per-member index before moving many partitions at once (it is rebuilt when needed)."""
+        self.index, self.scans, self.added = None, 0, {}
 
     def parts_of(self, m: int) -> np.ndarray:
         """Partitions member m holds now."""
@@ -478,10 +487,15 @@ def _pull(plan: _Plan) -> None:
 
 
 def _place(plan: _Plan) -> None:
-    """Give every pooled partition a subscriber, topic class by class (fewest subscribers first): the heaviest
-    one by one to the member furthest below its goal (LPT), the light rest in one cut along the members' room."""
+    """Give every pooled partition a subscriber: the heavier ones one by one, heaviest first, to the eligible
+    member with the least load (LPT); then the light rest class by class (fewest subscribers first) in one cut
+    along the members' room."""
     pooled = np.flatnonzero(plan.pool)
     pooled = pooled[np.argsort(-plan.w[pooled], kind="stable")]  # heaviest first, ties by id (stable)
+    heavy = pooled[plan.w[pooled] > plan.eps / 2][:_MAX_LPT]
+    if len(heavy):
+        _place_lpt(plan, heavy)
+    pooled = pooled[len(heavy) :]
     if len(plan.classes) > 1:
         pooled = pooled[np.argsort(plan.pclass[pooled], kind="stable")]  # grouped by class, order kept
     bounds = np.searchsorted(plan.pclass[pooled], np.arange(len(plan.classes) + 1))
@@ -491,48 +505,52 @@ def _place(plan: _Plan) -> None:
             continue
         open_ = members[plan.count[members] < plan.count_hi]
         members = open_ if len(open_) else members
-        heavy = parts[plan.w[parts] > plan.eps / 2][:_MAX_LPT]
-        if len(heavy):
-            _place_lpt(plan, heavy, members)
-        rest = parts[len(heavy) :]
-        positive = rest[plan.w[rest] > 0]
+        positive = parts[plan.w[parts] > 0]
         if len(positive):
             _place_cut(plan, positive, members)
-        zero = rest[plan.w[rest] <= 0]
+        zero = parts[plan.w[parts] <= 0]
         if len(zero):
             _place_by_count(plan, zero, members)
-    plan.index, plan.scans = None, 0
+    plan.drop_index()
 
 
-def _place_lpt(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
-    """Longest processing time first: each partition (heaviest first) to the member with the lowest load above
-    its goal, ties MemberInfo order; a member at the count ceiling takes no more."""
-    heap = [(float(plan.load[m] - plan.goal[m]), int(plan.rank[m]), int(m)) for m in members.tolist()]
-    heapq.heapify(heap)
-    room = {int(m): plan.count_hi - int(plan.count[m]) for m in members.tolist()}
+def _place_lpt(plan: _Plan, parts: np.ndarray) -> None:
+    """Longest processing time first: each partition (heaviest first) to the eligible member with the least load,
+    ties MemberInfo order; a member at the count ceiling takes no more unless every eligible one is there.
+
+    One heap per topic class; an entry is stale once the member took a partition of another class, and is then
+    pushed back with its new load (loads only grow here, so a stale entry surfaces before its true place).
+    """
+    load = plan.load.copy()
+    count = plan.count.copy()
+    heaps: dict[int, list[tuple[float, int, int]]] = {}
     to = np.empty(len(parts), dtype=np.int32)
-    weights = plan.w[parts].tolist()
-    full: list[tuple[float, int, int]] = []
-    for i, wp in enumerate(weights):
-        if not heap:  # every member at the ceiling: the ceiling gives way rather than a partition staying unowned
-            heap, full = full, []
+    for i, (p, k) in enumerate(zip(parts.tolist(), plan.pclass[parts].tolist(), strict=True)):
+        heap = heaps.get(k)
+        if heap is None:
+            members = plan.classes[k]
+            open_ = members[count[members] < plan.count_hi]
+            heap = heaps[k] = [(float(load[m]), int(plan.rank[m]), int(m)) for m in (open_ if len(open_) else members)]
             heapq.heapify(heap)
-        slack, r, m = heapq.heappop(heap)
+        while True:
+            key, r, m = heapq.heappop(heap)
+            if key == load[m]:
+                break
+            heapq.heappush(heap, (float(load[m]), r, m))
         to[i] = m
-        room[m] -= 1
-        if room[m] > 0:
-            heapq.heappush(heap, (slack + wp, r, m))
-        else:
-            full.append((slack + wp, r, m))
+        load[m] += plan.w[p]
+        count[m] += 1
+        if count[m] < plan.count_hi or len(heap) == 0:
+            heapq.heappush(heap, (float(load[m]), r, m))
     plan.move(parts, to)
 
 
 def _place_cut(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
-    """Raise the members' loads above goal to one common level: lay their room end to end (MemberInfo order) and
+    """Raise the lightest members' loads to one common level: lay their room end to end (MemberInfo order) and
     each partition goes to the member whose stretch holds its midpoint. The partitions are laid in van der Corput
     order of their load rank, so any stretch gets heavy and light ones alike and counts follow the room."""
     members = members[np.argsort(plan.rank[members], kind="stable")]
-    slack = plan.load[members] - plan.goal[members]
+    slack = plan.load[members]
     room = np.maximum(_water_level(slack, float(plan.w[parts].sum())) - slack, 0.0)
     laid = parts[_van_der_corput(len(parts))]
     mid = np.cumsum(plan.w[laid]) - plan.w[laid] / 2
@@ -607,58 +625,59 @@ def _count_move(plan: _Plan, a: int, takers: np.ndarray) -> bool:
     return True
 
 
-def _best_give(plan: _Plan, a: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """The move (or swap) from member a to its lightest eligible member that evens the pair most; None if no
-    move lands the receiver `eps` below a's load."""
+def _best_give(plan: _Plan, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The move from member a to the lightest member eligible for the partition that evens the pair most, else
+    the best swap with the lightest member eligible for any of a's partitions; None if neither lands the
+    receiver `eps` below a's load. Moves respect the count window; swaps keep counts as they are."""
     parts = plan.parts_of(a)
     if len(parts) == 0:
         return None
     ks = plan.pclass[parts]
     present = np.unique(ks)
-    open_ = plan.count < plan.count_hi
-    open_[a] = False
     by_load = np.lexsort((plan.rank, plan.load))
-    allowed = plan.eligible[present][:, by_load] & open_[by_load]
-    firsts = np.argmax(allowed, axis=1)
-    receiver = np.full(len(plan.classes), -1, dtype=np.int64)
-    receiver[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+    by_load = by_load[by_load != a]
+    if len(by_load) == 0:
+        return None
     if plan.count[a] > plan.count_lo[a]:
-        move = _best_move(plan, a, parts, receiver[ks])
+        allowed = plan.eligible[present][:, by_load] & (plan.count[by_load] < plan.count_hi)
+        firsts = np.argmax(allowed, axis=1)
+        receiver = np.full(len(plan.classes), -1, dtype=np.int64)
+        receiver[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+        move = _best_move(plan, a, parts, receiver[ks], eps)
         if move is not None:
             return move
-    takers = receiver[present][receiver[present] >= 0]
-    if len(takers) == 0:
-        return None
-    return _best_swap(plan, a, plan.first_member(takers, plan.load[takers]))
+    takers = by_load[plan.eligible[present][:, by_load].any(axis=0)]
+    return _best_swap(plan, a, int(takers[0]), eps) if len(takers) else None
 
 
-def _best_take(plan: _Plan, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_take(plan: _Plan, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The move (or swap) to member b from one of the heaviest members holding partitions b may take."""
-    if plan.count[b] >= plan.count_hi:
-        return None
     mine = plan.eligible[:, b]
-    donors = np.flatnonzero(plan.holds[mine].any(axis=0) & (plan.load > plan.load[b] + plan.eps))
+    donors = np.flatnonzero(plan.holds[mine].any(axis=0) & (plan.load > plan.load[b] + eps))
     # A donor with one partition cannot give it without ending below b (it is its whole load).
-    donors = donors[(plan.count[donors] > plan.count_lo[donors]) & (plan.count[donors] > 1)]
+    donors = donors[plan.count[donors] > 1]
     for a in donors[np.lexsort((plan.rank[donors], -plan.load[donors]))][:_DONORS].tolist():
-        parts = plan.parts_of(a)
-        parts = parts[mine[plan.pclass[parts]]]
-        move = _best_move(plan, a, parts, np.full(len(parts), b))
-        if move is None:
-            move = _best_swap(plan, a, b)
+        move = None
+        if plan.count[b] < plan.count_hi and plan.count[a] > plan.count_lo[a]:
+            parts = plan.parts_of(a)
+            parts = parts[mine[plan.pclass[parts]]]
+            move = _best_move(plan, a, parts, np.full(len(parts), b), eps)
+        move = move or _best_swap(plan, a, b, eps)
         if move is not None:
             return move
     return None
 
 
-def _best_move(plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_move(
+    plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
     most a's load minus eps (so the pair's max falls); ties by partition id."""
     ok = to >= 0
     parts, to = parts[ok], to[ok]
     w = plan.w[parts]
     gap = plan.load[a] - plan.load[to]
-    fine = (w > 0) & (w <= gap - plan.eps)
+    fine = (w > 0) & (w <= gap - eps)
     if plan.budget < np.inf:
         fine &= plan.spent + plan.cost(parts, to) <= plan.budget
     if not fine.any():
@@ -668,11 +687,11 @@ def _best_move(plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray) -> tuple[
     return parts[i : i + 1], to[i : i + 1]
 
 
-def _best_swap(plan: _Plan, a: int, b: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The swap of p (from a) and q (from b) that moves the least load per unit the pair's max falls; it must fall
     by at least eps (the load difference d = w(p) - w(q) within [eps, gap - eps]), ties by partition ids."""
     gap = float(plan.load[a] - plan.load[b])
-    if gap < 2 * plan.eps:
+    if gap < 2 * eps:
         return None
     mine, theirs = plan.parts_of(a), plan.parts_of(b)
     mine = mine[plan.eligible[plan.pclass[mine], b]]
@@ -686,7 +705,7 @@ def _best_swap(plan: _Plan, a: int, b: int) -> tuple[np.ndarray, np.ndarray] | N
     for side in (at - 1, at):  # for each p, the partners on either side of the ideal w(p) - gap / 2
         j = np.clip(side, 0, len(theirs) - 1)
         d = wm - wt[j]
-        fine = (side >= 0) & (side < len(theirs)) & (d >= plan.eps) & (d <= gap - plan.eps)
+        fine = (side >= 0) & (side < len(theirs)) & (d >= eps) & (d <= gap - eps)
         if plan.budget < np.inf:
             fine &= plan.spent + plan.cost(mine, b) + plan.cost(theirs[j], a) <= plan.budget
         i = np.flatnonzero(fine)
@@ -713,12 +732,13 @@ def _extremes(plan: _Plan) -> tuple[int, int]:
 
 
 def _settled(plan: _Plan) -> bool:
-    """The stopping rule: counts inside their window, and neither the heaviest member can give nor the lightest
-    member take a partition (or swap) that evens them by more than eps."""
+    """Whether to leave the group as it is: counts inside their window, and neither the heaviest member can give
+    nor the lightest member take a partition (or swap) that evens them by 2 x eps. Hysteresis: once it must move,
+    `_improve` evens the group to eps, so a group this assignor balanced is left alone next time."""
     if np.any(plan.count > plan.count_hi) or np.any(plan.count < plan.count_lo):
         return False
     heaviest, lightest = _extremes(plan)
-    return _best_give(plan, heaviest) is None and _best_take(plan, lightest) is None
+    return _best_give(plan, heaviest, 2 * plan.eps) is None and _best_take(plan, lightest, 2 * plan.eps) is None
 
 
 def _improve(plan: _Plan) -> None:
@@ -726,7 +746,7 @@ def _improve(plan: _Plan) -> None:
     it shifts, so the loop ends; the iteration cap bounds its time on huge groups."""
     for _ in range(4 * len(plan.load) + 1000):
         heaviest, lightest = _extremes(plan)
-        step = _best_give(plan, heaviest) or _best_take(plan, lightest)
+        step = _best_give(plan, heaviest, plan.eps) or _best_take(plan, lightest, plan.eps)
         if step is None:
             return
         plan.move(*step)
