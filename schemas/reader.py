@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,17 +215,14 @@ class _Decoder:
         self.marked = False
         self.json = json.JSONDecoder(
             object_pairs_hook=self._object,
-            parse_constant=self._mark(lambda s: f"{s} is not a JSON number (RFC 8259 section 6)"),
+            parse_constant=self._constant,
             parse_float=self._float,
             parse_int=self._int,
         )
 
-    def _mark(self, reason: Callable[[str], str]) -> Callable[[str], _Invalid]:
-        def invalid(text: str) -> _Invalid:
-            self.marked = True
-            return _Invalid(reason(text))
-
-        return invalid
+    def _constant(self, text: str) -> _Invalid:
+        self.marked = True
+        return _Invalid(f"{text} is not a JSON number (RFC 8259 section 6)")
 
     def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(pairs)
