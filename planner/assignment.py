@@ -148,8 +148,8 @@ def _owned_pairs(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _no_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while building millions of tuples and lists at once.
 
-    Why: each batch of new containers triggers a collection that walks every young (and, in turn, every old)
-    object; naming a million partitions otherwise spends about half its time there.
+    Why: each batch of new containers triggers a collection that walks young (and, in turn, old) objects; with
+    a parsed input alive, the compact form of a million partitions takes almost twice as long otherwise.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -163,11 +163,16 @@ def _no_gc() -> Iterator[None]:
 def assign(strategy: str, group: Mapping[str, Any]) -> AssignmentResult:
     """Assign a group (compact form, or a snapshot-file document) with a Kafka strategy or a plug-in."""
     spec = parse_group(from_snapshot(group) if is_snapshot(group) else group)
-    arrays = assign_arrays(strategy, spec)
+    return result_of(assign_arrays(strategy, spec))
+
+
+def result_of(arrays: OwnerArrays) -> AssignmentResult:
+    """The result of assign_arrays, with each member's revocations (owned claims not assigned) listed once."""
+    group = arrays.group
     revoked = np.unique(
-        np.stack([spec.claim_member[arrays.revoked].astype(np.int64), spec.claim_partition[arrays.revoked]]), axis=1
+        np.stack([group.claim_member[arrays.revoked].astype(np.int64), group.claim_partition[arrays.revoked]]), axis=1
     )
-    return AssignmentResult(spec, arrays.assignment, arrays.target, revoked, arrays.elapsed_ms)
+    return AssignmentResult(group, arrays.assignment, arrays.target, revoked, arrays.elapsed_ms)
 
 
 # --- Output: one JSON document per result, encoded in one go ------------------------------------------------
@@ -216,17 +221,14 @@ def write_json(result: AssignmentResult, stream: IO[Any], *, compact: bool, grou
     UTF-8 byte buffer (sys.stdout) gets the bytes directly, other text streams a str, binary streams bytes.
     """
     head: dict[str, Any] = {} if group_id is None else {"group_id": group_id}
-    if compact:
-        doc = {**head, **compact_json(result)}
-    else:
-        # Tuples encode as JSON arrays: the (topic, partition) pairs are written as they are named.
-        assignment = result.assignment
-        target = assignment if _same_owners(result) else result.target
-        doc = {**head, "assignment": assignment, "target": target, "revoked": result.revoked}
-        doc["elapsed_ms"] = result.elapsed_ms
     encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     text = isinstance(stream, io.TextIOBase)
-    data = _encode(doc, ascii_only=text and encoding not in ("", "utf8"))
+    # Why the collector stays off until the document is freed: a million new tuples or lists would otherwise
+    # cost one full walk after encoding, for objects that die the moment it ends.
+    with _no_gc():
+        doc = {**head, **(compact_json(result) if compact else _full_json(result))}
+        data = _encode(doc, ascii_only=text and encoding not in ("", "utf8"))
+        del doc
     if text and encoding == "utf8" and hasattr(stream, "buffer"):
         stream.flush()  # keep what was printed before ahead of the bytes written under the text layer
         stream.buffer.write(data)
@@ -234,6 +236,18 @@ def write_json(result: AssignmentResult, stream: IO[Any], *, compact: bool, grou
         stream.write(data.decode("utf-8"))
     else:
         stream.write(data)
+
+
+def _full_json(result: AssignmentResult) -> dict[str, Any]:
+    """to_json()'s document, named afresh: (topic, partition) tuples encode as the same JSON arrays."""
+    group = result.group
+    assignment = by_member(group, *_owned_pairs(result.owner))
+    return {
+        "assignment": assignment,
+        "target": assignment if _same_owners(result) else by_member(group, *_owned_pairs(result.target_owner)),
+        "revoked": by_member(group, result.revoked_claims[1], result.revoked_claims[0]),
+        "elapsed_ms": result.elapsed_ms,
+    }
 
 
 def _encode(doc: Any, *, ascii_only: bool) -> bytes:
