@@ -10,12 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
@@ -24,6 +26,7 @@ from planner.errors import InputError, SourceError
 ENV_PREFIX = "REBALANCE_SPARK_"
 LOOPBACK = "127.0.0.1"
 APP_NAME = "rebalance-planner"
+CONNECT_PORT = 15002  # Spark Connect's default port
 
 # Serial GC and C1-only JIT halve JVM start-up on 2 cores; the jobs are short, so peak JIT speed matters less.
 JVM_OPTIONS = (
@@ -156,6 +159,7 @@ _shipped_sessions: set[str] = set()  # Connect session ids that already hold the
 
 def _connect_session(settings: SparkSettings) -> SparkSession:
     """A Spark Connect session: the client speaks gRPC to the server, which runs the driver and the executors."""
+    _check_reachable(settings.remote)
     builder = SparkSession.builder.remote(settings.remote)
     for name, value in [*SQL_CONF.items(), *settings.conf]:
         builder = builder.config(name, value)
@@ -172,6 +176,18 @@ def _connect_session(settings: SparkSettings) -> SparkSession:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(f"Spark Connect server {settings.remote}: {first}") from e
     return spark
+
+
+def _check_reachable(remote: str, timeout: float = 10.0) -> None:
+    """Fail fast on a Connect server that does not answer: the gRPC client would retry for many minutes."""
+    parsed = urlsplit(remote.split(";", 1)[0])
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise InputError(f"{ENV_PREFIX}REMOTE: {remote!r} is not a Spark Connect URL (sc://host:port)")
+    address = (parsed.hostname, parsed.port or CONNECT_PORT)
+    try:
+        socket.create_connection(address, timeout=timeout).close()
+    except OSError as e:
+        raise SourceError(f"Spark Connect server {remote} is not reachable: {e.strerror or e}") from None
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -33,9 +33,9 @@ from engines import (
     write_key_samples,
 )
 
-from jobs.io.spark import SparkSettings, code_zip, parse_conf, shipped_files
+from jobs.io.spark import SparkSettings, code_zip, get_spark, parse_conf, shipped_files
 from jobs.io.spark_servers import free_port
-from planner.errors import InputError
+from planner.errors import InputError, SourceError
 
 RUN_TABLES = ("snapshots", "topic_partitions", "partition_offsets", "plans", "plan_metrics", "generations")
 RUN_TABLES += ("gate_results", "quarantine")
@@ -71,6 +71,14 @@ def test_conf_as_json_and_bad_conf_named() -> None:
         parse_conf("{spark.a: 1}")
     with pytest.raises(InputError, match=r"item 0 '\[\]' is not key=value"):
         parse_conf("[]")
+
+
+def test_unreachable_or_malformed_connect_url_is_named_without_waiting() -> None:
+    remote = f"sc://127.0.0.1:{free_port()}"
+    with pytest.raises(SourceError, match=f"Spark Connect server {remote} is not reachable"):
+        get_spark(SparkSettings(remote=remote))
+    with pytest.raises(InputError, match="REBALANCE_SPARK_REMOTE: 'grpc://h:1' is not a Spark Connect URL"):
+        get_spark(SparkSettings(remote="grpc://h:1"))
 
 
 def test_code_zip_holds_executor_code_only_and_is_content_addressed(tmp_path: Path) -> None:
