@@ -9,7 +9,6 @@ catches it once and exits 2 with its message (a traceback reaching a user is a b
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -19,47 +18,47 @@ from planner.errors import InputError, RebalanceError
 def _add_assign(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("assign", help="assign a group's partitions with a Kafka assignor; prints JSON")
     p.add_argument(
-        "--strategy", default="range", help="range, roundrobin, sticky, cooperative-sticky, or package.module:Class"
+        "--strategy",
+        default="range",
+        help="range, roundrobin, sticky, cooperative-sticky, uniform, server-range, balanced-load, "
+        "cooperative-balanced-load, or package.module:Class",
+    )
+    p.add_argument(
+        "--compact", action="store_true", help="per member and topic, partition lists: {member: {topic: [p, ...]}}"
     )
     p.add_argument("snapshot", help="group in the compact assignor form or the snapshot-file form (JSON)")
     p.set_defaults(func=_assign)
 
 
 def _assign(args: argparse.Namespace) -> int:
-    """Print the assignment, target, revocations and timing; a file of several snapshots prints one line each."""
-    from planner import assign
+    """Print the assignment, target, revocations and timing; a file of several groups prints one line each.
 
-    text = _read_text(args.snapshot)
-    try:
-        doc = json.loads(text)
-        groups = doc if isinstance(doc, list) else [doc]
-    except json.JSONDecodeError:
-        try:  # the snapshot-file contract also allows JSON lines
-            groups = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as e:
-            raise InputError(f"{args.snapshot} is not JSON: {e}") from None
+    Every group is read and checked by the one rule set (`schemas.rules`, limits first) before anything is
+    assigned or printed: a bad file prints nothing but the error.
+    """
+    from planner import assign
+    from planner.assignment import write_json
+    from schemas.reader import read_groups
+    from schemas.rules import Limits, check_group
+
+    groups = read_groups(_read_bytes(args.snapshot), args.snapshot)
+    limits = Limits.from_env()
     for group in groups:
-        try:
-            result = assign(args.strategy, group)
-        except ValueError as e:
-            raise InputError(f"{args.snapshot}: {e}") from None
-        out = result.to_json()
-        if len(groups) > 1 and isinstance(group, dict) and "group_id" in group:
-            out = {"group_id": group["group_id"], **out}
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        check_group(group, limits)
+    for group in groups:
+        result = assign(args.strategy, group)
+        group_id = group.get("group_id") if len(groups) > 1 else None
+        write_json(result, sys.stdout, compact=args.compact, group_id=group_id)
     return 0
 
 
-def _read_text(path: str) -> str:
-    """A file's text, or an InputError naming the file and what is wrong with it."""
+def _read_bytes(path: str) -> bytes:
+    """A file's bytes, or an InputError naming the file and what is wrong with it."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, "rb") as f:
             return f.read()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
 def _add_snapshot(sub: argparse._SubParsersAction) -> None:

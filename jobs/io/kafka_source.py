@@ -26,7 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.io.kafka_settings import KafkaSettings
-from planner.errors import SourceError
+from planner.errors import LimitError, SourceError
+from schemas.rules import Limits, limit_errors
 from schemas.tables import KEY_SAMPLES
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,11 @@ def pull_snapshots(
         wanted = {t for ms in members.values() for m in ms for t in m["topics"]}
         wanted |= {tp.topic for offsets in committed.values() for tp in offsets}
         counts = _partition_counts(admin, sorted(wanted), missing_ok=True)
+        limits = Limits.from_env()
+        for g in groups:  # the one rule set's ceilings, before offsets of every partition are fetched
+            topics = {t: counts[t] for m in members[g.group_id] for t in m["topics"] if t in counts}
+            if over := limit_errors({"topics": topics, "members": members[g.group_id]}, limits):
+                raise LimitError(f"group {g.group_id!r}: {'; '.join(over)}")
         ends = _end_offsets(admin, counts)
     return [_group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured) for g in groups]
 

@@ -18,8 +18,9 @@ from typing import Any
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.validate import document_errors
 from planner.errors import InputError
+from schemas.reader import read_json_documents
+from schemas.rules import Limits, document_errors, parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -48,35 +49,16 @@ def snapshot_files(pattern: str) -> list[Path]:
 
 
 def read_documents(path: Path) -> Iterator[RawDocument]:
-    """One JSON object, a JSON array of them, or JSON lines; whatever cannot be parsed comes back as an error."""
+    """One JSON object, a JSON array of them, or JSON lines (`schemas.reader`); what cannot be read comes back as
+    an error with the bytes exactly as received, a bad line or element on its own."""
     data = path.read_bytes()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        yield RawDocument(
-            str(path),
-            data.decode("utf-8", "backslashreplace"),
-            error=f"file is not UTF-8 text: byte {e.start}: {e.reason}",
-        )
+        documents = read_json_documents(data, str(path))
+    except InputError as e:
+        yield RawDocument(str(path), data.decode("utf-8", "backslashreplace"), error=str(e))
         return
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as whole_error:
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        if len(lines) < 2 or not all(line.lstrip().startswith("{") for _, line in lines):
-            yield RawDocument(str(path), text, error=f"invalid JSON: {whole_error}")
-            return
-        for n, line in lines:
-            try:
-                yield RawDocument(f"{path}:{n}", line, doc=json.loads(line))
-            except json.JSONDecodeError as e:
-                yield RawDocument(f"{path}:{n}", line, error=f"line {n}: invalid JSON: {e}")
-        return
-    if isinstance(parsed, list):
-        for i, doc in enumerate(parsed):
-            yield RawDocument(f"{path}[{i}]", json.dumps(doc), doc=doc)
-    else:
-        yield RawDocument(str(path), text, doc=parsed)
+    for d in documents:
+        yield RawDocument(d.where, d.raw.decode("utf-8", "backslashreplace"), doc=d.doc, error=d.error)
 
 
 def ingest_documents(
@@ -94,8 +76,9 @@ def ingest_documents(
     offsets: list[dict[str, Any]] = []
     quarantine: list[dict[str, Any]] = []
     counts: dict[str, tuple[int, str]] = {}
+    limits = Limits.from_env()
     for raw in documents:
-        errors = [raw.error] if raw.error else document_errors(raw.doc)
+        errors = [raw.error] if raw.error else document_errors(raw.doc, limits)
         if not errors:
             errors = _conflicts(raw.doc, counts) or _duplicate_group(raw.doc, result.groups)
         if errors:
@@ -201,10 +184,8 @@ def _duplicate_group(doc: Mapping[str, Any], groups: list[str]) -> list[str]:
 
 
 def _parse_time(text: str | None, default: datetime) -> datetime:
-    if not text:
-        return default
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    """The document's capture time (validated by the rules, strict RFC 3339), or when it was received."""
+    return parse_timestamp(text) if text else default
 
 
 def _tps(pairs: Iterable[list[Any]] | None) -> list[dict[str, Any]]:

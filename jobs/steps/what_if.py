@@ -15,7 +15,8 @@ from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.steps import ingest
 from jobs.steps.ingest import IngestResult, RawDocument
-from planner.errors import InputError
+from planner.errors import InputError, LimitError
+from schemas.rules import Limits, check_group
 
 
 class ScenarioError(InputError):
@@ -91,6 +92,12 @@ def apply(
         raise ScenarioError(f"add_members: must be zero or more, got {add_members}")
     scenario["members"] = [m for m in scenario["members"] if m["member_id"] not in set(remove_members)]
     strategies = sorted({s for m in scenario["members"] for s in m["strategies"]}) or [scenario["protocol"] or "range"]
+    limits = Limits.from_env()
+    if len(scenario["members"]) + add_members > limits.max_members:
+        raise LimitError(
+            f"add_members: {add_members} would make {len(scenario['members']) + add_members} members, over the "
+            f"limit of {limits.max_members} (REBALANCE_MAX_MEMBERS)"
+        )
     for i in range(add_members):
         scenario["members"].append(
             {
@@ -102,6 +109,7 @@ def apply(
                 "assignment": [],
             }
         )
+    check_group(scenario, limits)
     return scenario
 
 

@@ -107,4 +107,4 @@ def test_cli_assign_rejects_bad_input_with_a_message(tmp_path: Path, capsys: pyt
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"topics": {"t": 1}, "members": {"m": {"topics": "t"}}}))
     assert main(["assign", "--strategy", "sticky", str(path)]) == 2
-    assert "members['m'].topics must be a list" in capsys.readouterr().err
+    assert "members.m.topics: 't' is not of type 'array'" in capsys.readouterr().err

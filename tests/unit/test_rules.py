@@ -63,7 +63,7 @@ def test_valid_documents_of_both_forms_have_no_errors():
     check_group(COMPACT)
 
 
-# --- the reasons of jobs/validate.py, unchanged ----------------------------------------------------------------
+# --- the reasons ingest has always given, unchanged -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
