@@ -109,7 +109,7 @@ def spark_rates(spark, lake: Lake, path: Path) -> tuple[float, float]:
     units = pa.table({"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]})
     frame = (
         spark.createDataFrame(units)
-        .repartition(4 * spark.sparkContext.defaultParallelism)
+        .repartition(4 * int(spark.conf.get("spark.sql.shuffle.partitions") or 8))
         .mapInArrow(hash_units, "n long, busy double")
         .groupBy()
         .sum("n", "busy")

@@ -125,6 +125,8 @@ def _run(args: argparse.Namespace) -> int:
     for source, reason in result.ingest.quarantined:
         print(f"  quarantined {source}: {reason}")
     print(publish.format_report(result.report))
+    for group, page in result.pages.items():
+        print(f"report {group}: {page}")
     return 0 if all(r["status"] == "approved" for r in result.report) else 1
 
 
@@ -245,10 +247,43 @@ def _what_if(args: argparse.Namespace) -> int:
     return 0 if all(r["status"] == "approved" for r in report) else 1
 
 
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write the HTML report pages of the lake's generations (offline, plotly)")
+    p.add_argument("--group", help="only this group's pages")
+    p.add_argument("--generation", type=int, help="only this generation of --group")
+    p.add_argument("--output", required=True, help="directory to write index.html and <group>/generation-<N>.html")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.io.lake import Lake
+    from jobs.report import write_reports
+
+    if args.generation is not None and args.group is None:
+        raise InputError("--generation needs --group")
+    written = write_reports(
+        Lake(Config.from_env(lake=args.lake).lake).read_arrow, args.output, group=args.group, generation=args.generation
+    )
+    print(f"{len(written)} pages written; open {written[-1]}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_assign, _add_snapshot, _add_run, _add_what_if, _add_sql, _add_demo, _add_hash, _add_skew):
+    for add in (
+        _add_assign,
+        _add_snapshot,
+        _add_run,
+        _add_what_if,
+        _add_sql,
+        _add_report,
+        _add_demo,
+        _add_hash,
+        _add_skew,
+    ):
         add(sub)
     return parser
 

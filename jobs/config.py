@@ -25,6 +25,7 @@ class Config:
     sample_topics: tuple[str, ...] = ()
     sample_records: int = 1000
     what_if: str = ""
+    reports: str = ""  # report directory (default <lake>/reports)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Config:

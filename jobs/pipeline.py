@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from jobs.context import RunContext
     from jobs.steps.ingest import IngestResult
 
-NIGHTLY = ("ingest", "skew", "plan", "gate", "publish")
-WHAT_IF = ("scenario", "plan", "gate", "publish")
+NIGHTLY = ("ingest", "skew", "plan", "gate", "publish", "report")
+WHAT_IF = ("scenario", "plan", "gate", "publish", "report")
 
 
 def ingest(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,6 +79,16 @@ def publish(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in report]
 
 
+def report(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, str]:
+    """Write the HTML report of every generation of the run; returns group -> page path."""
+    from jobs.steps import report
+
+    pages = report.run(ctx)
+    for group, page in pages.items():
+        print(f"report {group}: {page}")
+    return pages
+
+
 STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "ingest": ingest,
     "scenario": scenario,
@@ -86,6 +96,7 @@ STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "plan": plan,
     "gate": gate,
     "publish": publish,
+    "report": report,
 }
 
 
@@ -107,6 +118,7 @@ class PipelineResult:
     run_id: str
     ingest: IngestResult
     report: list[dict[str, Any]]
+    pages: dict[str, str]  # group -> its generation's HTML report
 
 
 def run(
@@ -115,9 +127,18 @@ def run(
     """Run every nightly step in one context; re-running the same run id rewrites the same rows."""
     from jobs.context import RunContext
     from jobs.steps import ingest, publish
+    from jobs.steps import report as report_step
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
-    ingested = ingest.run(ctx)
-    for name in NIGHTLY[1:-1]:
-        STEPS[name](ctx, {})
-    return PipelineResult(ctx.run_id, ingested, publish.run(ctx))
+    ingested, published, pages = None, [], {}
+    for name in NIGHTLY:
+        if name == "ingest":
+            ingested = ingest.run(ctx)
+        elif name == "publish":
+            published = publish.run(ctx)
+        elif name == "report":
+            pages = report_step.run(ctx)
+        else:
+            STEPS[name](ctx, {})
+    assert ingested is not None
+    return PipelineResult(ctx.run_id, ingested, published, pages)

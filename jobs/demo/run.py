@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 from jobs.config import Config
 from jobs.io.airflow_env import configure, migrate_once
@@ -90,6 +91,12 @@ def run_demo(config: Config, live: bool = True) -> int:
     print(text_table(spark, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
     print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
     print(text_table(spark, HISTORY_SQL))
+    print("\nReports (open in a browser; they work offline):")
+    reports = Path(lake) / "reports"
+    for group in sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []:
+        pages = sorted(group.glob("generation-*.html"), key=lambda p: int(p.stem.split("-")[1]))
+        if pages:
+            print(f"report {unquote(group.name)}: {pages[-1]}")
     return 0
 
 

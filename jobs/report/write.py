@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import string
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
@@ -36,9 +37,15 @@ def folder_name(group_id: str) -> str:
 
 
 def write_reports(
-    read: Read, out_dir: str | os.PathLike[str], *, group: str | None = None, generation: int | None = None
+    read: Read,
+    out_dir: str | os.PathLike[str],
+    *,
+    group: str | None = None,
+    generation: int | None = None,
+    only: Mapping[str, int] | None = None,
 ) -> list[Path]:
-    """Write every generation's page (or only `group` / `generation`), the group indexes and the top index.
+    """Write every generation's page (or only `group` / `generation`, or the `only` {group: generation} pages of
+    one run), the group indexes and the top index.
 
     `read` has the shape of `Lake.read_arrow`; each table is read once. Returns the HTML files written.
     """
@@ -51,7 +58,10 @@ def write_reports(
         raise InputError(f"group: the lake has no generation of group {group!r}")
     _plotly(out)
     written = []
-    for group_id in [group] if group is not None else names:
+    chosen = [group] if group is not None else [g for g in names if only is None or g in only]
+    for group_id in chosen:
+        if only is not None:
+            generation = only[group_id]
         folder = out / folder_name(group_id)
         folder.mkdir(exist_ok=True)
         past = history(read, group_id)

@@ -25,6 +25,10 @@ def test_run_then_sql_over_the_history(spark, tmp_path, capsys):
         main(["sql", "SELECT count(*) AS generations FROM generations WHERE status = 'approved'", "--lake", lake]) == 0
     )
     assert capsys.readouterr().out.split() == ["generations", "5"]
+    assert main(["report", "--lake", lake, "--output", str(tmp_path / "reports"), "--group", "payments"]) == 0
+    assert "pages written" in capsys.readouterr().out
+    assert (tmp_path / "reports" / "payments" / "generation-1.html").is_file()
+    assert (tmp_path / "reports" / "plotly.min.js").is_file()
 
 
 def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):

@@ -42,6 +42,7 @@ def test_demo_on_the_bundled_files(tmp_path: Path) -> None:
     history = result.stdout.split("History (Spark SQL):")[1]
     assert "FROM generations GROUP BY group_id" in history
     assert all(group in history for group in DEMO_GROUPS)
+    _assert_reports(result.stdout, DEMO_GROUPS)
 
 
 def test_demo_against_a_live_embedded_kafka(tmp_path: Path) -> None:
@@ -54,3 +55,15 @@ def test_demo_against_a_live_embedded_kafka(tmp_path: Path) -> None:
     assert skew.num_rows > 0  # the live demo samples keys: the skew task measured them
     history = result.stdout.split("History (Spark SQL):")[1]
     assert all(group in history for group in statuses)
+    _assert_reports(result.stdout, set(statuses))
+
+
+def _assert_reports(stdout: str, groups: set[str]) -> None:
+    """The demo ends by printing one existing report page per group."""
+    pages = dict(
+        line.removeprefix("report ").split(": ", 1)
+        for line in stdout.split("Reports (open in a browser")[1].splitlines()
+        if line.startswith("report ")
+    )
+    assert set(pages) == groups
+    assert all(Path(page).is_file() and Path(page).read_text().startswith("<!DOCTYPE html>") for page in pages.values())
