@@ -344,6 +344,8 @@ def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:
     """Convert one snapshot-file document (schemas/snapshot.schema.json) to the compact assignor form.
 
     owned = the member's `owned` when non-empty, else its `assignment`; generation = the group's generation.
+    A KIP-848 consumer group (`group_type` consumer) starts from the coordinator's `target_assignment` instead:
+    the server assignors take the current target as their input (GroupMetadataManager.updateTargetAssignment).
     """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("members"), Sequence):
         raise ValueError("snapshot document must be an object with a members list")
@@ -352,9 +354,12 @@ def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:
     for i, m in enumerate(doc["members"]):
         if not isinstance(m, Mapping) or not isinstance(m.get("member_id"), str):
             raise ValueError(f"snapshot members[{i}] must be an object with a string member_id")
+        claims = m.get("owned") or m.get("assignment") or []
+        if doc.get("group_type") == "consumer" and m.get("target_assignment") is not None:
+            claims = m["target_assignment"]
         members[m["member_id"]] = {
             "topics": list(m.get("topics") or []),
-            "owned": [list(tp) for tp in (m.get("owned") or m.get("assignment") or [])],
+            "owned": [list(tp) for tp in claims],
             "generation": generation,
             "group_instance_id": m.get("group_instance_id"),
             "rack": m.get("rack"),

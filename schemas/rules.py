@@ -271,6 +271,8 @@ def _rule_errors(doc: Mapping[str, Any], snapshot: bool) -> Iterator[str]:
             yield f"{where}: partition count {count} is above Kafka's int32 maximum {INT32_MAX}"
     if snapshot:
         yield from _int32(doc.get("generation"), "generation")
+        for epoch in ("group_epoch", "assignment_epoch"):  # KIP-848 epochs are int32 on the wire
+            yield from _int32(doc.get(epoch), epoch)
         if doc.get("captured_at") is not None:
             try:
                 parse_timestamp(doc["captured_at"])
@@ -296,7 +298,7 @@ def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -
 
 def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> Iterator[tuple[tuple, Any]]:
     """(path, text) of every id and every text a row stores."""
-    for field in ("group_id", "protocol_type", "protocol"):
+    for field in ("group_id", "protocol_type", "protocol", "server_assignor", "state_reason"):
         yield (field,), doc.get(field)
     for topic in doc["topics"]:
         yield ("topics", topic), topic
@@ -306,7 +308,7 @@ def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> It
             yield (*m.path, field), m.spec.get(field)
         for field in ("strategies", "topics"):
             yield from (((*m.path, field, k), text) for k, text in enumerate(m.spec.get(field) or []))
-        for field in ("owned", "assignment"):
+        for field in ("owned", "assignment", "target_assignment"):
             yield from (((*m.path, field, j, 0), pair[0]) for j, pair in enumerate(m.spec.get(field) or []))
     if snapshot:
         yield from ((("offsets", i, "topic"), o["topic"]) for i, o in enumerate(doc.get("offsets") or []))
@@ -324,7 +326,7 @@ def _bad_text(text: Any) -> str | None:
 def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: bool) -> Iterator[str]:
     seen_members: dict[str, str] = {}
     seen_instances: dict[str, str] = {}
-    claims: dict[str, dict[tuple[str, int], _Member]] = {"owned": {}, "assignment": {}}
+    claims: dict[str, dict[tuple[str, int], _Member]] = {"owned": {}, "assignment": {}, "target_assignment": {}}
     for m in members:
         if snapshot and (first := seen_members.setdefault(m.member_id, m.where)) != m.where:
             yield f"{m.id_where}: duplicate member id {_quoted(m.member_id)} (also {first})"
@@ -332,6 +334,7 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
         if instance is not None and (first := seen_instances.setdefault(instance, m.where)) != m.where:
             yield f"{m.where}.group_instance_id: duplicate static member {_quoted(instance)} (also {first})"
         yield from _int32(m.spec.get("generation"), f"{m.where}.generation")
+        yield from _int32(m.spec.get("member_epoch"), f"{m.where}.member_epoch")
         if (weight := m.spec.get("weight")) is not None and not math.isfinite(weight):
             yield f"{m.where}.weight: must be finite, got {weight}"
         if snapshot:
@@ -352,9 +355,10 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
                 elif (problem := _out_of_range(topics, topic, partition)) is not None:
                     problem = f": {problem}"
                 elif (other := owners.setdefault((topic, partition), m)) is not m and (
-                    # A leader never assigns a partition twice; two owners are legal only in different
-                    # generations, where Kafka keeps the newer claim (AbstractStickyAssignor, KAFKA-12984).
-                    field == "assignment" or other.generation == m.generation
+                    # A leader (or KIP-848 coordinator, for the target) never assigns a partition twice; two owners
+                    # are legal only in different generations, where Kafka keeps the newer claim
+                    # (AbstractStickyAssignor, KAFKA-12984).
+                    field != "owned" or other.generation == m.generation
                 ):
                     claimants = f"{_quoted(other.member_id)} and {_quoted(m.member_id)}"
                     problem = f": {_tp(topic, partition)} is claimed by both {claimants}"

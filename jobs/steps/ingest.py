@@ -202,6 +202,7 @@ def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime
         "protocol_type": doc.get("protocol_type", "consumer"),
         "protocol": doc.get("protocol"),
         "kafka_generation": doc.get("generation"),
+        **_protocol_fields(doc),
     }
     if not doc["members"]:
         return [{**group, "member_id": "", "strategies": [], "topics": [], "owned": [], "assignment": []}]
@@ -217,9 +218,23 @@ def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime
             "topics": sorted(set(m["topics"])),
             "owned": _tps(m.get("owned")),
             "assignment": _tps(m.get("assignment")),
+            "member_epoch": m.get("member_epoch"),
+            "target_assignment": _tps(m.get("target_assignment")) if "target_assignment" in m else None,
+            "subscription_user_data": m.get("subscription_user_data"),
         }
         for m in doc["members"]
     ]
+
+
+def _protocol_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """Which group protocol the group runs (classic unless the document says consumer, KIP-848) and its epochs."""
+    return {
+        "group_type": doc.get("group_type", "classic"),
+        "state_reason": doc.get("state_reason"),
+        "server_assignor": doc.get("server_assignor"),
+        "group_epoch": doc.get("group_epoch"),
+        "assignment_epoch": doc.get("assignment_epoch"),
+    }
 
 
 def _offset_rows(doc: Mapping[str, Any], snapshot_id: str) -> list[dict[str, Any]]:
