@@ -1,0 +1,156 @@
+"""PlannedAssignor: a kafka-python partition assignor that serves an approved plan, else a Kafka assignor.
+
+    planned = PlannedAssignor("payments.plan.json", fallback=CooperativeStickyAssignor)
+    KafkaConsumer("orders", group_id="payments", client_id="payments-1",
+                  partition_assignment_strategy=[planned, planned.fallback])
+
+Every member lists it first, so the broker elects `planned` (Kafka: ClassicGroup.selectProtocol, each member votes
+for its first protocol all members support). When this consumer is the group leader, `assign` serves the plan
+(`rebalance export`, re-read on every assignment so an operator can drop a newly approved plan in place) when:
+
+1. the plan loads and checks (`jobs.apply.plan`),
+2. every planned topic has the partition count the plan was made for,
+3. the live members are exactly the planned ones, matched by `jobs.apply.matching` (static members by
+   group.instance.id, then member id, then a unique client id, so a restarted group is recognised),
+4. each member subscribes to exactly its planned topics.
+
+Otherwise it logs ONE warning naming every reason (the unknown or missing member, the differing subscription, the
+changed partition count) and returns the fallback's assignment. `metadata` and `on_assignment` are the fallback's,
+so the fallback always has the state it needs (owned partitions, sticky user data) and listing `planned.fallback`
+as the second protocol shares that state.
+
+Rebalance protocol: the assignor supports exactly its fallback's protocols, since a consumer may not mix EAGER and
+COOPERATIVE assignors (kafka-python: ConsumerCoordinator._validate_rebalance_protocol; Kafka likewise). Serving a
+plan under COOPERATIVE (KIP-429) follows the two-phase rule of Kafka's CooperativeStickyAssignor.adjustAssignment:
+a partition that another member still reports owning is withheld from its planned owner in this round; the owner
+sees it revoked, rejoins, and the follow-up round gives it to its planned owner (ConsumerCoordinator.
+validateCooperativeAssignment rejects anything else). Under EAGER members own nothing when they join, so nothing is
+withheld. This keeps a cooperative group cooperative instead of forcing it through an eager stop-the-world switch.
+
+Imports only kafka-python and the standard library: any consumer application can use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
+from jobs.apply.matching import LiveMember, Match, client_id_of, describe, match_members
+from jobs.apply.plan import Plan, PlanError, TopicPartition, load_plan, parse_plan
+
+log = logging.getLogger(__name__)
+
+
+class PlannedAssignor(AbstractPartitionAssignor):
+    """Serves `plan` (a plan document, or the path of an exported plan file) when the live group matches it."""
+
+    name = "planned"
+
+    def __init__(
+        self,
+        plan: Mapping[str, Any] | str | os.PathLike[str],
+        fallback: type[AbstractPartitionAssignor] | AbstractPartitionAssignor = RangePartitionAssignor,
+    ) -> None:
+        self.fallback = fallback() if isinstance(fallback, type) else fallback
+        self.version = self.fallback.version
+        # A document is checked once, here; a path is read at every assignment (it may be replaced meanwhile).
+        self._plan = parse_plan(dict(plan)) if isinstance(plan, Mapping) else None
+        self._path = None if isinstance(plan, Mapping) else Path(plan)
+
+    def supported_protocols(self) -> list[Any]:
+        return list(self.fallback.supported_protocols())
+
+    def metadata(self, topics: Any) -> Any:
+        return self.fallback.metadata(topics)
+
+    def on_assignment(self, assignment: Any, generation: int) -> None:
+        self.fallback.on_assignment(assignment, generation)
+
+    def assign(self, cluster: Any, members: Sequence[Any]) -> dict[str, Any]:
+        """The plan's assignment when the group matches it, else the fallback's (with one warning saying why)."""
+        try:
+            plan = self._plan or load_plan(self._path)  # type: ignore[arg-type]
+        except PlanError as e:
+            log.warning("planned assignor: no plan served (%s); assigning with %s", e, self.fallback.name)
+            return self.fallback.assign(cluster, members)
+        live = [LiveMember(m.member_id, m.group_instance_id, client_id_of(m.member_id)) for m in members]
+        match = match_members(plan.members, live)
+        if reasons := refusals(plan, cluster, members, match):
+            log.warning(
+                "planned assignor: plan of group %r generation %d not served (%s); assigning with %s",
+                plan.group_id,
+                plan.generation_id,
+                "; ".join(reasons),
+                self.fallback.name,
+            )
+            return self.fallback.assign(cluster, members)
+        assignment = {m.member_id: plan.members[match.planned[m.member_id]].assignment for m in members}
+        assignment, withheld = withhold_owned(assignment, owned_partitions(members))
+        log.info(
+            "planned assignor: serving plan of group %r generation %d (%s) to %d members%s",
+            plan.group_id,
+            plan.generation_id,
+            plan.strategy,
+            len(members),
+            f"; {withheld} partitions wait for their owners to revoke them (KIP-429)" if withheld else "",
+        )
+        return {member_id: self._encode(tps) for member_id, tps in assignment.items()}
+
+    def _encode(self, tps: Sequence[TopicPartition]) -> ConsumerProtocolAssignment:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(tps):
+            by_topic.setdefault(topic, []).append(partition)
+        return ConsumerProtocolAssignment(self.version, sorted(by_topic.items()), b"")
+
+
+def refusals(plan: Plan, cluster: Any, members: Sequence[Any], match: Match) -> list[str]:
+    """Why the live group does not match the plan (empty when it does): partition counts, members, subscriptions."""
+    reasons = []
+    for topic, count in sorted(plan.topics.items()):
+        partitions = cluster.partitions_for_topic(topic)
+        if partitions is None:
+            reasons.append(f"no partition metadata for topic {topic!r}")
+        elif len(partitions) != count:
+            reasons.append(f"partition count of {topic!r} changed: planned {count}, now {len(partitions)}")
+    reasons += [f"member {describe(m)} is not in the plan" for m in match.unknown]
+    reasons += [f"planned member {describe(p)} is missing" for p in match.missing]
+    for m in members:
+        planned = plan.members.get(match.planned.get(m.member_id, ""))
+        if planned is not None and sorted(set(m.metadata.topics)) != list(planned.topics):
+            reasons.append(
+                f"subscription of {m.member_id!r} differs: planned {list(planned.topics)}, "
+                f"now {sorted(set(m.metadata.topics))}"
+            )
+    return reasons
+
+
+def owned_partitions(members: Sequence[Any]) -> dict[TopicPartition, str]:
+    """Who owns what, as members report it in their subscription (v1+, KIP-429); empty under EAGER."""
+    return {
+        (owned.topic, partition): m.member_id
+        for m in members
+        for owned in getattr(m.metadata, "owned_partitions", None) or ()
+        for partition in owned.partitions
+    }
+
+
+def withhold_owned(
+    assignment: Mapping[str, Sequence[TopicPartition]], owners: Mapping[TopicPartition, str]
+) -> tuple[dict[str, list[TopicPartition]], int]:
+    """The assignment without partitions another member still owns, and how many were withheld.
+
+    Kafka: CooperativeStickyAssignor.adjustAssignment (KIP-429) - a partition changing owner is revoked first.
+    """
+    kept: dict[str, list[TopicPartition]] = {}
+    withheld = 0
+    for member_id, tps in assignment.items():
+        kept[member_id] = [tp for tp in tps if owners.get(tp, member_id) == member_id]
+        withheld += len(tps) - len(kept[member_id])
+    return kept, withheld
