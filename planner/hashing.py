@@ -39,7 +39,7 @@ _MASK32 = 0xFFFFFFFF
 NO_KEYED_PARTITION = -1
 """Marks a null key in vectorized results: Kafka does not hash it (the null-key path in planner.producer)."""
 
-_CHUNK = 1 << 15  # keys hashed per pass: keeps the per-block arrays (~0.5 MB) in L2 cache
+_CHUNK = 1 << 15  # keys hashed per pass: the chunk's bytes (~1 MB for 32-byte keys) stay in L2/L3 cache
 _M32 = np.uint32(_M)
 _SHIFT_R = np.uint32(_R)
 # Indexed by length % 4: which bytes of the word at the key's tail belong to the key, and whether
@@ -156,81 +156,102 @@ def hash_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, 
     """`fn` over every key data[offsets[i]:offsets[i+1]] as uint32, vectorized; a null key hashes as empty."""
     n = len(offsets) - 1
     out = np.empty(n, dtype=np.uint32)
+    if n == 0:
+        return out
+    words = _aligned_words(data)
+    scratch = _Scratch(min(n, _CHUNK))
     for s in range(0, n, _CHUNK):
         e = min(n, s + _CHUNK)
-        o = offsets[s:e].astype(np.int64)
         ln = np.diff(offsets[s : e + 1]).astype(np.int64, copy=False)
         if nulls is not None:
             ln[nulls[s:e]] = 0  # Arrow lets a null slot span bytes; Kafka never hashes a null key
-        out[s:e] = _hash_chunk(o, ln, data, fn)
+        _hash_chunk(offsets[s:e].astype(np.int64), ln, data, words, fn, scratch, out[s:e])
     return out
 
 
-def _block_source(o: np.ndarray, ln: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """(words, lo, m): the 4-byte little-endian word at byte position p is words[_word_index(p, lo, m)].
+def _aligned_words(data: np.ndarray) -> np.ndarray:
+    """`data` as little-endian 8-byte words, zero copy when the buffer is 8-byte aligned (Arrow's are)."""
+    if data.ctypes.data % 8:
+        aligned = np.empty((len(data) + 7) // 8, dtype="<u8")
+        aligned.view(np.uint8)[: len(data)] = data
+        return aligned
+    return data[: len(data) // 8 * 8].view("<u8")
 
-    Why: NumPy gathers from an aligned contiguous uint32 array ~4x faster than from an unaligned view, so
-    the chunk's byte range [lo, hi) is copied 4 times, shifted by 0..3 bytes (m words each), and a read at p
-    uses the copy that aligns p. A sparse chunk (keys scattered over a large buffer) falls back to the
-    unaligned view (m == 0).
+
+class _Scratch:
+    """Per-call work arrays, reused by every chunk: fresh multi-megabyte arrays cost page faults each time."""
+
+    def __init__(self, n: int) -> None:
+        self.lo, self.hi, self.tmp64 = (np.empty(n, dtype=np.uint64) for _ in range(3))
+        self.k0, self.k1, self.tmp, self.tail = (np.empty(n, dtype=np.uint32) for _ in range(4))
+
+
+def _hash_chunk(
+    off: np.ndarray,
+    ln: np.ndarray,
+    data: np.ndarray,
+    words: np.ndarray,
+    fn: WordHash,
+    w: _Scratch,
+    out: np.ndarray,
+) -> None:
+    """`fn` over one chunk of keys, written to `out` in the chunk's order.
+
+    Keys are sorted by block count, so at block j the keys still hashing are a dense suffix: every pass runs
+    over contiguous arrays, without masks. Blocks are read two at a time: the 8 bytes at byte p are
+    (words[p // 8] >> 8(p % 8)) | (words[p // 8 + 1] << (64 - 8(p % 8))), one 8-byte gather per block pair
+    (the upper word is the next pair's lower one), split into two uint32 lanes, block 2i and block 2i + 1.
     """
-    lo = int(o.min())
-    hi = int((o + ln).max())
-    if hi - lo > 8 * int(ln.sum()) + 4096:
-        padded = np.concatenate([data, np.zeros(4, dtype=np.uint8)])
-        return np.ndarray(shape=(len(padded) - 3,), dtype="<u4", buffer=padded, strides=(1,)), 0, 0
-    m = (hi - lo) // 4 + 1
-    # Row a holds data[lo + a:]; bytes past hi stay uninitialised: only tail reads reach them, masked off.
-    shifted = np.empty((4, 4 * m), dtype=np.uint8)
-    for a in range(4):
-        shifted[a, : max(hi - lo - a, 0)] = data[lo + a : hi]
-    return shifted.view("<u4").reshape(-1), lo, m
-
-
-def _word_index(pos: np.ndarray, lo: int, m: int) -> np.ndarray:
-    """Index into _block_source's words of the 4-byte word starting at byte positions `pos`."""
-    if m == 0:
-        return pos.copy()
-    r = pos - lo
-    return (r & 3) * m + (r >> 2)
-
-
-def _hash_chunk(off: np.ndarray, ln: np.ndarray, data: np.ndarray, fn: WordHash) -> np.ndarray:
-    """`fn` over one chunk of keys, returned in the chunk's order.
-
-    Keys are sorted by block count, so at block j the keys still hashing are a dense suffix: every pass
-    runs over contiguous arrays, without masks.
-    """
+    n = len(off)
+    lo_byte = int(off[0]) & ~7 if n else 0
+    end = int((off + ln).max())
+    if end + 16 > 8 * len(words):  # the last pair's upper word may lie past the buffer: read a padded copy
+        padded = np.zeros((end - lo_byte) // 8 + 3, dtype="<u8")
+        padded.view(np.uint8)[: end - lo_byte] = data[lo_byte:end]
+        words, base = padded, lo_byte
+    else:
+        base = 0
     nblocks = ln >> 2
     top = int(nblocks.max())
     # Why: a stable sort on small unsigned ints is a radix sort in NumPy (linear, no comparisons).
     order = np.argsort(nblocks.astype(np.uint8 if top < 256 else np.uint32), kind="stable")
-    o = off[order]
+    # starts[j]: first key (in sorted order) with at least j blocks
+    starts = np.searchsorted(nblocks[order], np.arange(top + 2), side="left").tolist()
+    pos = off - base
+    lo, hi = w.lo[:n], w.hi[:n]
+    # Why in memory order first: the chunk's first read then streams from RAM instead of jumping around it.
+    np.take(words, pos >> 3, out=hi, mode="wrap")
+    np.take(hi, order, out=lo, mode="wrap")
+    pos = pos[order]
+    index = pos >> 3
+    shift = ((pos & 7) << 3).astype(np.uint64)
+    back = np.uint64(64) - shift  # a shift by 64 gives 0 in NumPy: an aligned key takes nothing from hi
     ln_sorted = ln[order]
-    # starts[j]: first key (in sorted order) with more than j blocks
-    starts = np.searchsorted(nblocks[order], np.arange(top + 1), side="right")
-    words, lo, m = _block_source(o, ln_sorted, data)
     h = fn.init(ln_sorted)
-    k_buf = np.empty(len(h), dtype=np.uint32)
-    tmp_buf = np.empty(len(h), dtype=np.uint32)
-    idx = _word_index(o, lo, m)
-    step = 1 if m else 4  # consecutive blocks are adjacent words in a shifted copy, 4 bytes apart otherwise
-    for j in range(top):
-        st = int(starts[j])
-        k = k_buf[st:]
+    k0, k1, tmp, tail = w.k0[:n], w.k1[:n], w.tmp[:n], w.tail[:n]
+    for i in range(top // 2 + 1):
+        a, b, c = starts[2 * i], starts[2 * i + 1], starts[min(2 * i + 2, top + 1)]
+        # Keys with >= 2i blocks: bytes [8i, 8i + 8) of each, blocks 2i and 2i + 1 or the 0-3 tail bytes.
         # Why mode="wrap": indices are always in range, and NumPy's wrap loop gathers faster than "raise".
-        np.take(words, idx[st:], out=k, mode="wrap")
-        idx[st:] += step
-        fn.block(h[st:], k, tmp_buf[st:])
-    # idx now points at each key's 0-3 tail bytes: the low bytes of that word; bytes past the key's end
-    # (other keys, or never-written padding) are masked off.
+        np.take(words[i + 1 :], index[a:], out=hi[a:], mode="wrap")
+        np.right_shift(lo[a:], shift[a:], out=lo[a:])
+        np.left_shift(hi[a:], back[a:], out=w.tmp64[a:n])
+        np.bitwise_or(lo[a:], w.tmp64[a:n], out=lo[a:])
+        np.copyto(k0[a:], lo[a:], casting="unsafe")  # low 32 bits: block 2i
+        np.right_shift(lo[a:], np.uint64(32), out=lo[a:])
+        np.copyto(k1[a:], lo[a:], casting="unsafe")  # high 32 bits: block 2i + 1
+        tail[a:b] = k0[a:b]  # exactly 2i blocks: the tail starts at byte 8i
+        tail[b:c] = k1[b:c]  # exactly 2i + 1 blocks: at byte 8i + 4
+        if b < n:
+            fn.block(h[b:], k0[b:], tmp[b:])
+        if c < n:
+            fn.block(h[c:], k1[c:], tmp[c:])
+        lo, hi = hi, lo  # this pair's upper word is the next pair's lower one
+    # The tail's bytes past the key's end (the next key, or padding) are masked off.
     rem = ln_sorted & 3
-    np.take(words, idx, out=k_buf, mode="wrap")
-    np.bitwise_and(k_buf, _TAIL_MASK.take(rem), out=k_buf)
-    fn.finish(h, k_buf, rem)
-    result = np.empty_like(h)
-    result[order] = h
-    return result
+    np.bitwise_and(tail, _TAIL_MASK.take(rem), out=tail)
+    fn.finish(h, tail, rem)
+    out[order] = h
 
 
 def _murmur2_init(ln: np.ndarray) -> np.ndarray:
