@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from planner.errors import InputError, RebalanceError
+from schemas.status import GenerationStatus
 
 
 def _add_assign(sub: argparse._SubParsersAction) -> None:
@@ -127,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
     print(publish.format_report(result.report))
     for group, page in result.pages.items():
         print(f"report {group}: {page}")
-    return 0 if all(r["status"] == "approved" for r in result.report) else 1
+    return 0 if all(r["status"] == GenerationStatus.APPROVED for r in result.report) else 1
 
 
 def _add_sql(sub: argparse._SubParsersAction) -> None:
@@ -244,7 +245,7 @@ def _what_if(args: argparse.Namespace) -> int:
     for name in pipeline.WHAT_IF[:-1]:
         pipeline.STEPS[name](ctx, params)
     report = pipeline.publish(ctx, params)
-    return 0 if all(r["status"] == "approved" for r in report) else 1
+    return 0 if all(r["status"] == GenerationStatus.APPROVED for r in report) else 1
 
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
@@ -270,6 +271,39 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_review(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("review", help="approve or reject a gated generation (one that awaits a person's review)")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--generation", type=int, required=True, help="generation of the group")
+    decision = p.add_mutually_exclusive_group(required=True)
+    decision.add_argument("--approve", action="store_const", const="approve", dest="decision")
+    decision.add_argument("--reject", action="store_const", const="reject", dest="decision")
+    p.add_argument("--comment", default="", help="why; recorded with the decision")
+    p.add_argument("--reviewer", help="who decides (default: the login name)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_review)
+
+
+def _review(args: argparse.Namespace) -> int:
+    import getpass
+
+    from jobs.config import Config
+    from jobs.context import RunContext
+    from jobs.steps import review
+
+    ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="review")
+    (row,) = review.run(
+        ctx,
+        args.decision,
+        args.reviewer or getpass.getuser(),
+        args.comment,
+        group=args.group,
+        generation=args.generation,
+    )
+    print(f"generation {row['generation_id']} of group {row['group_id']}: {row['status_reason']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -280,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_what_if,
         _add_sql,
         _add_report,
+        _add_review,
         _add_demo,
         _add_hash,
         _add_skew,

@@ -144,8 +144,15 @@ GENERATIONS = table(
         ("status", pa.string()),
         ("gate_summary", pa.string()),
         ("changes", pa.string()),
+        ("status_reason", pa.string()),
+        ("status_at", TS),
+        ("reviewed_by", pa.string()),
+        ("reviewed_at", TS),
+        ("review_comment", pa.string()),
+        ("report_path", pa.string()),
     ],
-    "one planning run of one group; status candidate -> approved | rejected",
+    "one planning run of one group; status (schemas.status.GenerationStatus) candidate -> gated -> approved | "
+    "rejected, approved -> superseded, candidate -> abandoned; who reviewed it, when, and the report they saw",
 )
 
 GATE_RESULTS = table(

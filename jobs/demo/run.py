@@ -19,12 +19,13 @@ from jobs.io.airflow_env import configure, migrate_once
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
 from jobs.steps.history import register, text_table
+from schemas.status import GenerationStatus
 
 DEMO_SNAPSHOTS = Path(__file__).with_name("data")
 
-HISTORY_SQL = """
+HISTORY_SQL = f"""
 SELECT group_id, count(*) AS generations, max(generation_id) AS latest,
-       sum(CAST(status = 'approved' AS INT)) AS approved
+       sum(CAST(status = '{GenerationStatus.APPROVED}' AS INT)) AS approved
 FROM generations GROUP BY group_id ORDER BY group_id
 """
 
@@ -65,7 +66,7 @@ def run_demo(config: Config, live: bool = True) -> int:
         text_table(
             spark,
             f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
-            f"WHERE status = 'approved' AND run_id = {latest} ORDER BY group_id",
+            f"WHERE status = '{GenerationStatus.APPROVED}' AND run_id = {latest} ORDER BY group_id",
         )
     )
     print("\nCandidates of this run (the chosen one: best max/mean load, then fewest moves):")

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
+from deltalake import Schema as DeltaSchema
 from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -34,18 +35,28 @@ class Lake:
         return self.root / name
 
     def create_all(self) -> None:
-        """Create every missing table with its contract schema (existing tables are left as they are)."""
+        """Create every missing table with its contract schema, and add the contract's newer columns to old tables.
+
+        A table written before a column joined its contract gets that column (nullable, so old rows read null) by
+        Delta schema evolution, under the lake lock so processes starting together add it once; rows are kept.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         for spec in TABLES.values():
-            if not DeltaTable.is_deltatable(str(self.path(spec.name))):
+            path = self.path(spec.name)
+            if not DeltaTable.is_deltatable(str(path)):
                 DeltaTable.create(
-                    self.path(spec.name),
+                    path,
                     schema=spec.schema,
                     mode="ignore",
                     partition_by=list(spec.partition_by) or None,
                     name=spec.name,
                     description=spec.description,
                 )
+            elif _missing_columns(spec, DeltaTable(path)):
+                with self.lock():
+                    table = DeltaTable(path)
+                    if missing := _missing_columns(spec, table):
+                        table.alter.add_columns(DeltaSchema.from_arrow(pa.schema(missing)).fields)
 
     def append(self, name: str, data: pa.Table) -> None:
         """Append rows as one Delta commit."""
@@ -128,6 +139,12 @@ def conform(spec: TableSpec, data: pa.Table) -> pa.Table:
         else:
             raise ValueError(f"{spec.name}: key column {field.name!r} is missing")
     return pa.Table.from_arrays(columns, schema=spec.schema)
+
+
+def _missing_columns(spec: TableSpec, table: DeltaTable) -> list[pa.Field]:
+    """The contract's columns that the stored table does not have yet, in contract order."""
+    stored = set(table.schema().to_arrow().names)
+    return [field for field in spec.schema if field.name not in stored]
 
 
 def _term(column: str, op: str, value: object) -> pc.Expression:

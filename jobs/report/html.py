@@ -19,6 +19,7 @@ import plotly.io as pio
 from jobs.report import figures
 from jobs.report.collect import GenerationReport, Rows, key_text
 from jobs.report.figures import Figure
+from schemas.status import GenerationStatus
 
 PLOTLY_SRC = "../plotly.min.js"
 MOVES_SHOWN = 1000
@@ -47,7 +48,7 @@ p.why { color:var(--muted); margin:0 0 10px; max-width:80ch; }
          text-transform:uppercase; letter-spacing:.04em; vertical-align:middle; color:#fff; background:var(--muted);
          white-space:nowrap; }
 .badge.approved { background:var(--ok); } .badge.rejected { background:var(--bad); }
-.badge.candidate { background:var(--warn); }
+.badge.candidate, .badge.gated { background:var(--warn); }
 dl.meta { display:grid; grid-template-columns:repeat(auto-fill,minmax(220px,1fr)); gap:8px 24px; margin:12px 0 0; }
 dl.meta div { min-width:0; }
 dl.meta dt { font-size:12px; color:var(--muted); }
@@ -132,7 +133,7 @@ def render_index(
             ("gate_summary", "gate"),
         ],
         link=("generation_id", "link"),
-        failed=[g.get("status") == "rejected" for g in rows],
+        failed=[g.get("status") == GenerationStatus.REJECTED for g in rows],
     )
     chart = (
         _section(
@@ -166,7 +167,7 @@ def render_groups(groups: Rows, links: Mapping[str, str]) -> str:
             ("gate_summary", "gate"),
         ],
         link=("group_id", "link"),
-        failed=[g.get("status") == "rejected" for g in rows],
+        failed=[g.get("status") == GenerationStatus.REJECTED for g in rows],
     )
     header = "<h1>Rebalance plans</h1>" + _meta([("Groups", len(groups))])
     body = _section("groups", "Consumer groups", "The latest generation of every group the lake holds.", table)

@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from jobs.kernels.plan import plan_kernel
+from schemas.status import GenerationStatus
 from schemas.tables import PLANS
 
 
@@ -54,7 +55,7 @@ def allocate_generations(
                         "run_id": run_id,
                         "parameters": json.dumps(dict(parameters), sort_keys=True),
                         "snapshot_id": snapshot_id,
-                        "status": "candidate",
+                        "status": GenerationStatus.CANDIDATE.value,
                     }
                     for g in fresh
                 ],

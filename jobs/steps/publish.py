@@ -1,44 +1,70 @@
-"""Publish: a generation becomes approved when its gate passed, rejected otherwise; prints the run's report."""
+"""Publish: the gate's verdict becomes each generation's status; prints the run's report.
+
+Approval off: a generation that passed the gate is approved, one that failed is rejected. Approval on
+(`REBALANCE_APPROVAL`, the DAGs' `approval` param): one that passed is gated and waits for a reviewer
+(`jobs.steps.review`). Then older candidates of the same groups are abandoned and older approvals superseded.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 from jobs.context import RunContext
+from jobs.io.flags import APPROVAL, env_flag
 from jobs.io.lake import rows_table
+from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from schemas.status import GenerationStatus as S
 
 
-def run(ctx: RunContext) -> list[dict[str, Any]]:
-    """Set the status and gate summary of every generation of `ctx.run_id`; returns the report rows."""
+def run(ctx: RunContext, *, approval: bool | None = None) -> list[dict[str, Any]]:
+    """Set the status and gate summary of every generation of `ctx.run_id`; returns the report rows.
+
+    `approval` None reads REBALANCE_APPROVAL. A generation a reviewer already decided keeps that decision when
+    its run is published again.
+    """
     lake, run_id = ctx.lake, ctx.run_id
+    approval = env_flag(APPROVAL) if approval is None else approval
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     ids = [g["generation_id"] for g in generations]
     results: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in lake.read_arrow("gate_results", [("generation_id", "in", ids)]).to_pylist():
         results[(r["generation_id"], r["group_id"])].append(r)
-    report = []
+    now = datetime.now(UTC)
+    report, decided = [], []
     with lake.lock():
         for g in generations:
+            if g["reviewed_at"] is not None:
+                report.append(g)
+                continue
             checks = results.get((g["generation_id"], g["group_id"]), [])
             failed = sorted(r["expectation"] for r in checks if not r["success"])
-            status = "approved" if checks and not failed else "rejected"
+            if checks and not failed:
+                status = S.GATED if approval else S.APPROVED
+                reason = "gate passed; awaiting review" if approval else "gate passed"
+            else:
+                status, reason = S.REJECTED, f"gate failed: {', '.join(failed)}" if failed else "not gated"
             summary = (
                 f"{len(checks) - len(failed)}/{len(checks)} expectations passed"
                 + (f"; failed: {', '.join(failed)}" if failed else "")
                 if checks
                 else "not gated"
             )
-            report.append({**g, "status": status, "gate_summary": summary})
-        lake.update("generations", rows_table("generations", report), ["status", "gate_summary"])
+            row = {**g, "status": status.value, "status_reason": reason, "status_at": now, "gate_summary": summary}
+            report.append(row)
+            decided.append(row)
+        lake.update("generations", rows_table("generations", decided), [*SETTLED_COLUMNS, "gate_summary"])
+        settled = {(r["group_id"], r["generation_id"]): r for r in settle(lake, [g["group_id"] for g in report], now)}
+    report = [settled.get((r["group_id"], r["generation_id"]), r) for r in report]
     return sorted(report, key=lambda r: r["group_id"])
 
 
 def format_report(report: list[dict[str, Any]]) -> str:
     """The run's generations as a small text table."""
-    lines = [f"{'group':<24} {'generation':>10}  {'strategy':<20} {'status':<9} gate"]
+    lines = [f"{'group':<24} {'generation':>10}  {'strategy':<20} {'status':<10} gate"]
     lines += [
-        f"{r['group_id']:<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<9} "
+        f"{r['group_id']:<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<10} "
         f"{r['gate_summary']}"
         for r in report
     ]

@@ -1,0 +1,137 @@
+"""Approval: gated generations, a person's review (Airflow's ApprovalOperator or `rebalance review`), superseded
+approvals and abandoned candidates, on real Spark, delta-rs and Great Expectations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jobs import pipeline
+from jobs.cli import main
+from jobs.config import Config
+from jobs.context import RunContext
+from jobs.io.lake import Lake, rows_table
+from jobs.steps.lifecycle import settle
+from schemas.status import GenerationStatus as S
+
+DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
+DEMO_GROUPS = ["audit-archiver", "clickstream-etl", "inventory", "payments", "shipping"]
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+
+
+def statuses(lake: Lake) -> dict[tuple[str, int], str]:
+    return {(g["group_id"], g["generation_id"]): g["status"] for g in lake.read_arrow("generations").to_pylist()}
+
+
+def generation(lake: Lake, group: str, n: int) -> dict:
+    (row,) = lake.read_arrow("generations", [("group_id", "=", group), ("generation_id", "=", n)]).to_pylist()
+    return row
+
+
+@pytest.mark.spark
+def test_with_approval_on_a_person_decides_and_a_newer_approval_supersedes(spark, lake, monkeypatch, capsys):
+    config = Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",))
+    monkeypatch.setenv("REBALANCE_APPROVAL", "true")
+    result = pipeline.run(config, "gated-run", spark=spark)
+    assert [(r["group_id"], r["status"]) for r in result.report] == [(g, S.GATED) for g in DEMO_GROUPS]
+    assert {r["status_reason"] for r in result.report} == {"gate passed; awaiting review"}
+
+    root = str(lake.root)
+    argv = ["review", "--lake", root, "--group", "payments", "--generation", "1"]
+    assert main([*argv, "--approve", "--reviewer", "alice", "--comment", "moves 2 partitions, fine"]) == 0
+    assert capsys.readouterr().out.strip() == "generation 1 of group payments: approved by alice"
+    assert main(["review", "--lake", root, "--group", "inventory", "--generation", "1", "--reject"]) == 0
+    capsys.readouterr()
+    approved, rejected = generation(lake, "payments", 1), generation(lake, "inventory", 1)
+    assert (approved["status"], approved["reviewed_by"], approved["review_comment"]) == (
+        S.APPROVED,
+        "alice",
+        "moves 2 partitions, fine",
+    )
+    assert approved["reviewed_at"] is not None and approved["status_at"] == approved["reviewed_at"]
+    assert rejected["status"] == S.REJECTED and rejected["reviewed_by"]  # the login name by default
+
+    # Only a gated generation awaits review; the error names the generation and exits 2.
+    for args, named in [
+        (["--group", "payments", "--generation", "1", "--reject"], "generation 1 of group 'payments' is approved"),
+        (["--group", "payments", "--generation", "9", "--approve"], "group 'payments' has no generation 9"),
+        (["--group", "nobody", "--generation", "1", "--approve"], "group 'nobody' has no generation 1"),
+    ]:
+        assert main(["review", "--lake", root, *args]) == 2
+        assert named in capsys.readouterr().err
+    assert generation(lake, "payments", 1)["status"] == S.APPROVED
+
+    # Re-publishing the run keeps the reviewers' decisions; the rest stay gated.
+    pipeline.publish(RunContext.create(config, "gated-run", spark=spark), {})
+    assert statuses(lake)[("payments", 1)] == S.APPROVED and statuses(lake)[("inventory", 1)] == S.REJECTED
+    capsys.readouterr()
+
+    # Approval off: the next run's generations are approved by the gate and supersede generation 1 of payments.
+    monkeypatch.setenv("REBALANCE_APPROVAL", "false")
+    pipeline.run(config, "next-run", spark=spark)
+    payments_1 = generation(lake, "payments", 1)
+    assert (payments_1["status"], payments_1["status_reason"]) == (S.SUPERSEDED, "generation 2 was approved")
+    assert payments_1["reviewed_by"] == "alice"  # the review stays on record
+    assert statuses(lake)[("payments", 2)] == S.APPROVED
+    assert statuses(lake)[("inventory", 1)] == S.REJECTED  # never approved, so never superseded
+    assert statuses(lake)[("shipping", 1)] == S.GATED  # awaiting review still; a newer approval does not decide it
+
+
+def _row(group: str, n: int, status: str, run_id: str) -> dict:
+    return {"group_id": group, "generation_id": n, "run_id": run_id, "status": status, "created_at": T0}
+
+
+def test_settle_abandons_candidates_left_behind_and_supersedes_older_approvals(lake):
+    lake.merge(
+        "generations",
+        rows_table(
+            "generations",
+            [
+                _row("g", 1, S.APPROVED, "r1"),
+                _row("g", 2, S.CANDIDATE, "crashed"),
+                _row("g", 3, S.REJECTED, "r3"),
+                _row("g", 4, S.APPROVED, "r4"),
+                _row("g", 5, S.CANDIDATE, "still-running"),
+                _row("h", 1, S.CANDIDATE, "only"),
+            ],
+        ),
+    )
+    changed = settle(lake, ["g", "h"], T0)
+    assert sorted((r["group_id"], r["generation_id"], r["status"], r["status_reason"]) for r in changed) == [
+        ("g", 1, S.SUPERSEDED, "generation 4 was approved"),
+        (
+            "g",
+            2,
+            S.ABANDONED,
+            "run crashed ended without publishing it; generation 4 (run r4) was published after it",
+        ),
+    ]
+    assert statuses(lake) == {
+        ("g", 1): S.SUPERSEDED,
+        ("g", 2): S.ABANDONED,
+        ("g", 3): S.REJECTED,
+        ("g", 4): S.APPROVED,
+        ("g", 5): S.CANDIDATE,  # newer than every published generation: its run may still be going
+        ("h", 1): S.CANDIDATE,
+    }
+    assert settle(lake, ["g", "h"], T0) == []  # settled: nothing more to change
+
+
+def test_an_old_lake_gains_the_new_generation_columns_and_keeps_its_rows(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from schemas import TABLES
+
+    spec = TABLES["generations"]
+    before = pa.schema([f for f in spec.schema if f.name not in {"status_reason", "reviewed_by", "report_path"}])
+    row = {"group_id": "g", "generation_id": 1, "status": "approved", "gate_summary": "4/4 expectations passed"}
+    write_deltalake(tmp_path / "lake" / "generations", pa.Table.from_pylist([row], schema=before))
+    lake = Lake(tmp_path / "lake")
+    lake.create_all()
+    lake.create_all()  # a second start finds nothing to add
+    (stored,) = lake.read_arrow("generations").to_pylist()
+    assert {k: stored[k] for k in row} == row
+    assert stored["reviewed_by"] is None and stored["report_path"] is None
