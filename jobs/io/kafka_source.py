@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.io import kip848_source
 from jobs.io.kafka_settings import KafkaSettings
 from planner.errors import LimitError, SourceError
 from schemas.rules import Limits, limit_errors
@@ -89,12 +90,22 @@ def pull_snapshots(
             raise UnknownGroupError(
                 f"no consumer group matches {group_pattern!r} (the cluster has {len(listed)} groups)"
             )
-        described = _describe_settled(admin, matched, rebalance_budget_s)
-        groups = [described[g] for g in matched if keep_empty or described[g].members]
+        # KIP-848 consumer groups (ListGroups v5 GroupType) go to ConsumerGroupDescribe, the classic ones here.
+        consumer = kip848_source.consumer_group_ids(listed, matched)
+        described = _describe_settled(admin, [g for g in matched if g not in consumer], rebalance_budget_s)
+        described.update(kip848_source.describe_consumer_groups(admin, sorted(consumer)))
+        groups = [
+            described[g]
+            for g in matched
+            if keep_empty or described[g].members or kip848_source.is_unknown(described[g])
+        ]
         if not groups:
             return []
         committed = admin.list_group_offsets({g.group_id: None for g in groups})
-        members = {g.group_id: [_member_document(m, g) for m in g.members] for g in groups}
+        members = {
+            g.group_id: list(g.members) if g.group_id in consumer else [_member_document(m, g) for m in g.members]
+            for g in groups
+        }
         wanted = {t for ms in members.values() for m in ms for t in m["topics"]}
         wanted |= {tp.topic for offsets in committed.values() for tp in offsets}
         counts = _partition_counts(admin, sorted(wanted), missing_ok=True)
@@ -104,7 +115,11 @@ def pull_snapshots(
             if over := limit_errors({"topics": topics, "members": members[g.group_id]}, limits):
                 raise LimitError(f"group {g.group_id!r}: {'; '.join(over)}")
         ends = _end_offsets(admin, counts)
-    return [_group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured) for g in groups]
+    return [
+        _group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured)
+        | kip848_source.group_fields(g)
+        for g in groups
+    ]
 
 
 def sample_keys(
