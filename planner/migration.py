@@ -1,0 +1,161 @@
+"""Migration readiness: what would change if a classic group moved to `group.protocol=consumer` (KIP-848).
+
+The group coordinator upgrades a classic group online when a member joins with the consumer protocol
+(GroupMetadataManager.consumerGroup -> validateOnlineUpgrade -> convertToConsumerGroup): every member keeps its
+last assignment as its target (ConsumerGroup.fromClassicGroup), then the server assignor computes a new target
+from there. The rules, in the order the coordinator checks them, and what the planner adds:
+
+Blockers (the online upgrade is refused, or the group's assignment logic is lost):
+  * group.consumer.migration.policy does not allow upgrades (ConsumerGroupMigrationPolicy.isUpgradeEnabled).
+  * the group does not use the consumer embedded protocol (ClassicGroup.usesConsumerGroupProtocol), e.g. Connect.
+  * more members than group.consumer.max.size (validateOnlineUpgrade).
+  * a member's subscription cannot be read (fromClassicGroup: "the embedded consumer protocol is malformed").
+  * a custom client assignor: the consumer protocol runs only server assignors (KIP-848 "Assignors"; Kafka 4.0
+    documentation, Consumer Rebalance Protocol, "Limitations": client-side assignors), so its logic and the user
+    data its members send are dropped.
+Warnings (the upgrade goes through; behaviour changes):
+  * members whose preferred assignors mix eager and cooperative protocols (a KIP-429 rolling upgrade unfinished).
+  * rack awareness lost: members set client.rack, which the client assignors use (KIP-881) and Kafka 4.0's server
+    assignors ignore (KAFKA-16694).
+  * the group is rebalancing: its last assignment becomes a stale target (KAFKA-21582).
+
+The client assignor maps to the server assignor that keeps its intent: range -> range (co-partitioning), sticky,
+cooperative-sticky and roundrobin -> uniform (balance, then stickiness). The partitions that would move are the
+server assignor's first target against today's assignment.
+
+>>> group = {"group_id": "g", "protocol": "range", "topics": {"t": 2},
+...          "members": [{"member_id": "a", "topics": ["t"], "assignment": [["t", 0], ["t", 1]]},
+...                      {"member_id": "b", "topics": ["t"], "assignment": []}]}
+>>> r = readiness(group)
+>>> r.server_assignor, r.ready, r.moves
+('range', True, (('t', 1, 'a', 'b'),))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from planner.assignment import assign
+from planner.assignors import load, protocol_of
+from planner.errors import InputError
+from planner.group import from_snapshot
+from planner.group_protocol import SERVER_STRATEGIES, group_type
+
+Policy = Literal["bidirectional", "upgrade", "downgrade", "disabled"]
+UPGRADE_POLICIES = ("bidirectional", "upgrade")  # ConsumerGroupMigrationPolicy.isUpgradeEnabled
+DEFAULT_POLICY: Policy = "bidirectional"  # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_DEFAULT (4.0)
+DEFAULT_MAX_SIZE = 2**31 - 1  # group.consumer.max.size default: Integer.MAX_VALUE
+CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
+REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+# The server assignor that keeps each Kafka client assignor's intent.
+SERVER_ASSIGNOR_FOR: dict[str, str] = {
+    "range": "range",
+    "roundrobin": "uniform",
+    "sticky": "uniform",
+    "cooperative-sticky": "uniform",
+}
+RACK_AWARE = ("range", "sticky", "cooperative-sticky")  # KIP-881 rack-aware client assignors (Kafka 3.5+)
+
+Move = tuple[str, int, str, str]  # topic, partition, from member, to member
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """One classic group's readiness for the consumer protocol."""
+
+    group_id: str
+    client_assignor: str | None
+    server_assignor: str | None  # Kafka's name: uniform or range; None when nothing keeps the client's logic
+    blockers: tuple[str, ...]
+    warnings: tuple[str, ...]
+    partitions: int  # partitions the group is assigned today
+    moves: tuple[Move, ...]  # what the server assignor's first target moves, sorted by topic and partition
+
+    @property
+    def ready(self) -> bool:
+        return not self.blockers
+
+
+def readiness(
+    doc: Mapping[str, Any], *, policy: Policy = DEFAULT_POLICY, max_size: int = DEFAULT_MAX_SIZE
+) -> Readiness:
+    """Readiness of one classic group's snapshot document (schemas/snapshot.schema.json)."""
+    if group_type(doc) != "classic":
+        raise InputError(f"group {doc.get('group_id')!r}: already a consumer group (KIP-848); nothing to migrate")
+    members = list(doc.get("members") or [])
+    client = doc.get("protocol")
+    server = SERVER_ASSIGNOR_FOR.get(client or "")
+    blockers = _blockers(doc, members, client, server, policy, max_size)
+    warnings = _warnings(doc, members, client, server)
+    today = {(t, p): m["member_id"] for m in members for t, p in m.get("assignment") or []}
+    moves = _moves(doc, members, server, today) if server and members else ()
+    return Readiness(doc["group_id"], client, server, tuple(blockers), tuple(warnings), len(today), moves)
+
+
+def _blockers(
+    doc: Mapping[str, Any], members: list, client: str | None, server: str | None, policy: str, max_size: int
+) -> list[str]:
+    out = []
+    if policy not in UPGRADE_POLICIES:  # GroupMetadataManager.validateOnlineUpgrade
+        out.append(f"group.consumer.migration.policy={policy} does not allow online upgrades (offline only)")
+    protocol_type = doc.get("protocol_type") or CONSUMER_PROTOCOL_TYPE
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:  # ClassicGroup.usesConsumerGroupProtocol
+        out.append(f"protocol type {protocol_type!r} is not the consumer embedded protocol")
+    if len(members) > max_size:  # validateOnlineUpgrade: classicGroup.numMembers() > consumerGroupMaxSize
+        out.append(f"{len(members)} members exceed group.consumer.max.size={max_size}")
+    unreadable = [m["member_id"] for m in members if m.get("decode_error")]
+    if unreadable:  # ConsumerGroup.fromClassicGroup throws on a malformed embedded protocol
+        out.append(f"subscriptions that cannot be read (malformed embedded protocol): {', '.join(unreadable)}")
+    if members and client and server is None:
+        with_data = [m["member_id"] for m in members if m.get("subscription_user_data")]
+        data = f"; the user data of {len(with_data)} members is dropped" if with_data else ""
+        out.append(
+            f"custom client assignor {client!r}: the consumer protocol runs server assignors only, "
+            f"so its logic is lost{data}"
+        )
+    return out
+
+
+def _warnings(doc: Mapping[str, Any], members: list, client: str | None, server: str | None) -> list[str]:
+    out = []
+    preferred = {_rebalance_protocol(m["strategies"][0]) for m in members if m.get("strategies")}
+    if {"eager", "cooperative"} <= preferred:  # KIP-429: cooperative only once every member prefers it
+        out.append("members prefer both eager and cooperative assignors: finish the KIP-429 rolling upgrade first")
+    racked = [m["member_id"] for m in members if m.get("rack")]
+    if racked and client in RACK_AWARE:
+        out.append(
+            f"rack awareness lost: {len(racked)} members set client.rack, which {client} uses (KIP-881) and the "
+            f"{server} server assignor ignores (KAFKA-16694)"
+        )
+    if doc.get("state") in REBALANCING:
+        out.append(f"the group is {doc['state']}: its last assignment becomes a stale target (KAFKA-21582)")
+    return out
+
+
+def _rebalance_protocol(strategy: str) -> str:
+    """A client assignor's protocol; unknown names (custom, not loadable here) count as eager, Kafka's default."""
+    try:
+        return protocol_of(load(strategy))
+    except InputError:
+        return "eager"
+
+
+def _moves(doc: Mapping[str, Any], members: list, server: str, today: dict[tuple[str, int], str]) -> tuple[Move, ...]:
+    """The server assignor's target with today's assignment as the current target (ConsumerGroup.fromClassicGroup).
+
+    A move is (topic, partition, owner today, owner in the target); "" stands for nobody.
+    """
+    upgraded = {
+        **doc,
+        "group_type": "consumer",
+        "members": [{**m, "target_assignment": m.get("assignment") or []} for m in members],
+    }
+    target = assign(SERVER_STRATEGIES[server], from_snapshot(upgraded)).assignment
+    after = {(t, p): member for member, tps in target.items() for t, p in tps}
+    changed = {key for key in today.keys() | after.keys() if today.get(key) != after.get(key)}
+    return tuple((t, p, today.get((t, p), ""), after.get((t, p), "")) for t, p in sorted(changed))
+
+
+__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_POLICY", "SERVER_ASSIGNOR_FOR", "Policy", "Readiness", "readiness"]
