@@ -42,10 +42,8 @@ NO_KEYED_PARTITION = -1
 _CHUNK = 1 << 15  # keys hashed per pass: the chunk's bytes (~1 MB for 32-byte keys) stay in L2/L3 cache
 _M32 = np.uint32(_M)
 _SHIFT_R = np.uint32(_R)
-# Indexed by length % 4: which bytes of the word at the key's tail belong to the key, and whether
-# murmur2's `case 1: h *= m` runs (it does for 3, 2 and 1 by fall-through).
+# Indexed by length % 4: which bytes of the word at the key's tail belong to the key.
 _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
-_TAIL_MULT = np.array([1, _M, _M, _M], dtype=np.uint32)
 
 
 def _to_int32(x: int) -> int:
@@ -144,7 +142,8 @@ class WordHash(NamedTuple):
     """A 32-bit hash that consumes a key 4 little-endian bytes at a time, as the word walker drives it.
 
     init(lengths) -> h; block(h, k, tmp) folds one full word k into h in place (tmp is scratch);
-    finish(h, tail, rem) folds the rem (0-3) trailing bytes, given as the low bytes of `tail`, and finalizes.
+    finish(h, tail, rem) folds the rem (0-3) trailing bytes, given as the low bytes of `tail`, and finalizes
+    (it may overwrite `tail`).
     """
 
     init: Callable[[np.ndarray], np.ndarray]
@@ -165,7 +164,7 @@ def hash_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, 
         ln = np.diff(offsets[s : e + 1]).astype(np.int64, copy=False)
         if nulls is not None:
             ln[nulls[s:e]] = 0  # Arrow lets a null slot span bytes; Kafka never hashes a null key
-        _hash_chunk(offsets[s:e].astype(np.int64), ln, data, words, fn, scratch, out[s:e])
+        _hash_chunk(offsets[s:e].astype(np.int64, copy=False), ln, int(offsets[e]), data, words, fn, scratch, out[s:e])
     return out
 
 
@@ -189,13 +188,14 @@ class _Scratch:
 def _hash_chunk(
     off: np.ndarray,
     ln: np.ndarray,
+    end: int,
     data: np.ndarray,
     words: np.ndarray,
     fn: WordHash,
     w: _Scratch,
     out: np.ndarray,
 ) -> None:
-    """`fn` over one chunk of keys, written to `out` in the chunk's order.
+    """`fn` over one chunk of keys (all within data[:end]), written to `out` in the chunk's order.
 
     Keys are sorted by block count, so at block j the keys still hashing are a dense suffix: every pass runs
     over contiguous arrays, without masks. Blocks are read two at a time: the 8 bytes at byte p are
@@ -203,30 +203,35 @@ def _hash_chunk(
     (the upper word is the next pair's lower one), split into two uint32 lanes, block 2i and block 2i + 1.
     """
     n = len(off)
-    lo_byte = int(off[0]) & ~7 if n else 0
-    end = int((off + ln).max())
+    lo_byte = int(off[0]) & ~7
     if end + 16 > 8 * len(words):  # the last pair's upper word may lie past the buffer: read a padded copy
         padded = np.zeros((end - lo_byte) // 8 + 3, dtype="<u8")
         padded.view(np.uint8)[: end - lo_byte] = data[lo_byte:end]
         words, base = padded, lo_byte
     else:
         base = 0
-    nblocks = ln >> 2
-    top = int(nblocks.max())
+    longest = int(ln.max())
+    nblocks = (ln >> 2).astype(np.uint8 if longest < 1 << 10 else np.uint16 if longest < 1 << 18 else np.uint32)
     # Why: a stable sort on small unsigned ints is a radix sort in NumPy (linear, no comparisons).
-    order = np.argsort(nblocks.astype(np.uint8 if top < 256 else np.uint32), kind="stable")
-    # starts[j]: first key (in sorted order) with at least j blocks
-    starts = np.searchsorted(nblocks[order], np.arange(top + 2), side="left").tolist()
+    order = np.argsort(nblocks, kind="stable")
+    counts = np.bincount(nblocks)
+    top = len(counts) - 1
+    starts = [0, *np.cumsum(counts).tolist()]  # starts[j]: first key (in sorted order) with at least j blocks
     pos = off - base
     lo, hi = w.lo[:n], w.hi[:n]
     # Why in memory order first: the chunk's first read then streams from RAM instead of jumping around it.
     np.take(words, pos >> 3, out=hi, mode="wrap")
     np.take(hi, order, out=lo, mode="wrap")
-    pos = pos[order]
+    # Why packed: one gather puts both a key's position and its length % 4 in sorted order.
+    packed = (pos << 2) | (ln & 3)
+    packed = packed[order]
+    rem = packed & 3
+    pos = packed >> 2
     index = pos >> 3
-    shift = ((pos & 7) << 3).astype(np.uint64)
+    shift = ((pos & 7) << 3).view(np.uint64)
     back = np.uint64(64) - shift  # a shift by 64 gives 0 in NumPy: an aligned key takes nothing from hi
-    ln_sorted = ln[order]
+    ln_sorted = np.repeat(np.arange(0, 4 * len(counts), 4, dtype=np.int64), counts)
+    ln_sorted |= rem
     h = fn.init(ln_sorted)
     k0, k1, tmp, tail = w.k0[:n], w.k1[:n], w.tmp[:n], w.tail[:n]
     for i in range(top // 2 + 1):
@@ -248,7 +253,6 @@ def _hash_chunk(
             fn.block(h[c:], k1[c:], tmp[c:])
         lo, hi = hi, lo  # this pair's upper word is the next pair's lower one
     # The tail's bytes past the key's end (the next key, or padding) are masked off.
-    rem = ln_sorted & 3
     np.bitwise_and(tail, _TAIL_MASK.take(rem), out=tail)
     fn.finish(h, tail, rem)
     out[order] = h
@@ -272,12 +276,14 @@ def _murmur2_block(h: np.ndarray, k: np.ndarray, tmp: np.ndarray) -> None:
 
 
 def _murmur2_finish(h: np.ndarray, tail: np.ndarray, rem: np.ndarray) -> None:
-    """Utils.murmur2's `switch (length % 4)` and final avalanche."""
+    """Utils.murmur2's `switch (length % 4)` and final avalanche (`tail` serves as scratch once folded in)."""
     np.bitwise_xor(h, tail, out=h)  # case 3: h ^= b2 << 16; case 2: h ^= b1 << 8; case 1: h ^= b0
-    np.multiply(h, _TAIL_MULT.take(rem), out=h)  # case 1 (reached from 3 and 2 by fall-through): h *= m
-    np.bitwise_xor(h, h >> np.uint32(13), out=h)  # h ^= h >>> 13
+    np.multiply(h, _M32, out=h, where=rem != 0)  # case 1 (reached from 3 and 2 by fall-through): h *= m
+    np.right_shift(h, np.uint32(13), out=tail)
+    np.bitwise_xor(h, tail, out=h)  # h ^= h >>> 13
     np.multiply(h, _M32, out=h)  # h *= m
-    np.bitwise_xor(h, h >> np.uint32(15), out=h)  # h ^= h >>> 15
+    np.right_shift(h, np.uint32(15), out=tail)
+    np.bitwise_xor(h, tail, out=h)  # h ^= h >>> 15
 
 
 MURMUR2 = WordHash(_murmur2_init, _murmur2_block, _murmur2_finish)
