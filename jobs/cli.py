@@ -304,6 +304,59 @@ def _review(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write a group's approved plan as a plan file for PlannedAssignor and others")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--generation", type=int, help="generation to export (default: the group's latest approved)")
+    p.add_argument("--output", help="plan file, replaced atomically (default: print the plan JSON)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    import json
+
+    from jobs.apply.plan import parse_plan, write_plan
+    from jobs.config import Config
+    from jobs.context import RunContext
+    from jobs.steps import export
+
+    doc = export.run(RunContext.create(Config.from_env(lake=args.lake), trigger="export"), args.group, args.generation)
+    if not args.output:
+        print(json.dumps(doc, indent=2))
+        return 0
+    plan = parse_plan(doc)
+    try:
+        write_plan(plan, args.output)
+    except OSError as e:
+        raise InputError(f"--output {args.output}: {e.strerror or e}") from None
+    print(
+        f"group {plan.group_id} generation {plan.generation_id} ({plan.strategy}, {len(plan.members)} members, "
+        f"{len(plan.owners())} partitions) -> {args.output}"
+    )
+    return 0
+
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="compare a group's latest snapshot with its approved plan: applied or drifted")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--snapshot", help="snapshot id (default: the group's latest snapshot in the lake)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Print the verdict; exit 0 when applied, 1 when drifted."""
+    from jobs.config import Config
+    from jobs.context import RunContext
+    from jobs.steps import verify
+
+    ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="verify")
+    (result,) = verify.run(ctx, group=args.group, snapshot_id=args.snapshot)
+    print(verify.format_verdict(result))
+    return 0 if result["verification"] == "applied" else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -318,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_demo,
         _add_hash,
         _add_skew,
+        _add_export,
+        _add_verify,
     ):
         add(sub)
     return parser

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jobs.context import RunContext
     from jobs.steps.ingest import IngestResult
 
-NIGHTLY = ("ingest", "skew", "plan", "gate", "publish", "report")
+NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", "publish", "report")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report")
 
 
@@ -29,6 +29,19 @@ def ingest(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
 
     result = ingest.run(ctx)
     return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
+
+
+def verify(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Compare the snapshot just ingested with each group's approved plan: applied, or drifted (and where)."""
+    from jobs.steps import verify
+
+    results = verify.run(ctx)
+    for result in results:
+        print(verify.format_verdict(result))
+    return [
+        {k: r[k] for k in ("group_id", "generation_id", "verification")} | {"differing": len(r["differing"])}
+        for r in results
+    ]
 
 
 def scenario(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,6 +104,7 @@ def report(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, str]:
 
 STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "ingest": ingest,
+    "verify": verify,
     "scenario": scenario,
     "skew": skew,
     "plan": plan,

@@ -150,6 +150,9 @@ GENERATIONS = table(
         ("reviewed_at", TS),
         ("review_comment", pa.string()),
         ("report_path", pa.string()),
+        ("verification", pa.string()),
+        ("verified_at", TS),
+        ("verification_detail", pa.string()),
     ],
     "one planning run of one group; status (schemas.status.GenerationStatus) candidate -> gated -> approved | "
     "rejected, approved -> superseded, candidate -> abandoned; who reviewed it, when, and the report they saw",

@@ -1,0 +1,272 @@
+"""Applying an approved plan to a live group: export it, restart the members with PlannedAssignor, converge, verify.
+
+`planned_group()` runs kafka-python members whose first assignor is `PlannedAssignor` (the live tests use it too);
+each member records its assignment after every poll and, through a rebalance listener, when it gained or lost each
+partition. `apply_demo()` is the demo's last act: after the demo groups stopped (the broker still running), it
+exports one group's approved plan, restarts that group's members under the identities the plan recorded (client id,
+group.instance.id), waits until the group runs the plan, pulls a snapshot and verifies it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.apply.plan import Plan, TopicPartition, write_plan
+from jobs.apply.planned_assignor import PlannedAssignor
+from jobs.demo.cluster import DemoClusterError
+
+# (monotonic time, client id, "assigned" | "revoked" | "closed", partitions)
+OwnershipEvent = tuple[float, str, str, frozenset[TopicPartition]]
+
+
+def kafka_assignor(strategy: str) -> type:
+    """kafka-python's assignor class for a Kafka strategy name (the fallback a restarted member keeps)."""
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    assignors = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "sticky": StickyPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }
+    if strategy not in assignors:
+        raise DemoClusterError(f"no kafka-python assignor for strategy {strategy!r}; one of {sorted(assignors)}")
+    return assignors[strategy]
+
+
+@dataclass
+class PlannedMember:
+    """One running consumer: its own stop switch, its last assignment and its error, both written by its thread."""
+
+    client_id: str
+    consumer: Any
+    stop: threading.Event
+    thread: threading.Thread | None = None
+    assigned: frozenset[TopicPartition] = frozenset()
+    error: str | None = None
+
+
+@dataclass
+class PlannedGroup:
+    """Members of one consumer group using PlannedAssignor(plan, fallback); start and stop them one by one."""
+
+    bootstrap: str
+    group_id: str
+    plan: Mapping[str, Any] | str | os.PathLike[str]
+    fallback: type
+    members: dict[str, PlannedMember] = field(default_factory=dict)
+    events: list[OwnershipEvent] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def start(self, client_id: str, topics: Sequence[str], *, group_instance_id: str | None = None) -> PlannedMember:
+        """Start a member that lists PlannedAssignor first and its fallback (sharing state) second."""
+        from kafka import KafkaConsumer
+
+        assignor = PlannedAssignor(self.plan, fallback=self.fallback)
+        consumer = KafkaConsumer(
+            bootstrap_servers=[self.bootstrap],
+            group_id=self.group_id,
+            client_id=client_id,
+            group_instance_id=group_instance_id,
+            partition_assignment_strategy=[assignor, assignor.fallback],
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            max_poll_records=100,
+            session_timeout_ms=30_000,
+            heartbeat_interval_ms=1_000,
+        )
+        consumer.subscribe(list(topics), listener=self._listener(client_id))
+        member = PlannedMember(client_id, consumer, threading.Event())
+        member.thread = threading.Thread(target=self._loop, args=(member,), name=f"planned-{client_id}", daemon=True)
+        self.members[client_id] = member
+        member.thread.start()
+        return member
+
+    def stop(self, client_id: str) -> None:
+        """Stop one member: its thread closes the consumer, which leaves the group."""
+        member = self.members.pop(client_id)
+        member.stop.set()
+        if member.thread is not None:
+            member.thread.join(timeout=60)
+
+    def stop_all(self) -> None:
+        for client_id in list(self.members):
+            self.stop(client_id)
+
+    def assignments(self) -> dict[str, set[TopicPartition]]:
+        """Each running member's assignment as its own client last reported it."""
+        return {cid: set(m.assigned) for cid, m in self.members.items()}
+
+    def _loop(self, member: PlannedMember) -> None:
+        # Clients are not thread-safe: only this thread touches the consumer, the others read `assigned`.
+        try:
+            while not member.stop.is_set():
+                member.consumer.poll(timeout_ms=200)
+                member.assigned = frozenset((tp.topic, tp.partition) for tp in member.consumer.assignment())
+        except Exception as exc:  # noqa: BLE001 - reported by wait_converged instead of dying silently
+            member.error = repr(exc)
+        finally:
+            # It stops consuming here, before close() leaves the group and others may be given its partitions.
+            self._record(member.client_id, "closed", member.consumer.assignment())
+            member.consumer.close(autocommit=False)
+
+    def _listener(self, client_id: str) -> Any:
+        from kafka import ConsumerRebalanceListener
+
+        group = self
+
+        class Record(ConsumerRebalanceListener):
+            """Records when this member gained or lost partitions (the KIP-429 check reads the timeline)."""
+
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                group._record(client_id, "revoked", revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                group._record(client_id, "assigned", assigned)
+
+        return Record()
+
+    def _record(self, client_id: str, kind: str, tps: Any) -> None:
+        with self._lock:
+            self.events.append((time.monotonic(), client_id, kind, frozenset((tp.topic, tp.partition) for tp in tps)))
+
+
+@contextlib.contextmanager
+def planned_group(
+    bootstrap: str,
+    group_id: str,
+    plan: Mapping[str, Any] | str | os.PathLike[str],
+    fallback: type,
+) -> Iterator[PlannedGroup]:
+    """A PlannedGroup whose members are all stopped (by their own threads) on exit."""
+    group = PlannedGroup(bootstrap, group_id, plan, fallback)
+    try:
+        yield group
+    finally:
+        group.stop_all()
+
+
+def wait_converged(
+    group: PlannedGroup,
+    partitions: set[TopicPartition],
+    expected: Mapping[str, set[TopicPartition]] | None = None,
+    *,
+    timeout_s: float = 90.0,
+) -> dict[str, set[TopicPartition]]:
+    """Block until the broker reports the group Stable with exactly the running members, every client agrees with
+    the broker, and `expected` (client id -> partitions) holds, or, without it, every partition is assigned once."""
+    from kafka import KafkaAdminClient
+
+    deadline = time.monotonic() + timeout_s
+    with KafkaAdminClient(bootstrap_servers=[group.bootstrap], client_id="planned-watch") as admin:
+        while True:
+            if failed := {cid: m.error for cid, m in group.members.items() if m.error}:
+                raise DemoClusterError(f"group {group.group_id}: members failed: {failed}")
+            described = admin.describe_groups([group.group_id])[group.group_id]
+            clients = group.assignments()
+            if described["group_state"] == "Stable" and _broker_view(described) == clients:
+                owned = [tp for tps in clients.values() for tp in tps]
+                once = len(owned) == len(set(owned)) and set(owned) == partitions
+                if (expected is None and once) or (expected is not None and clients == dict(expected)):
+                    return clients
+            if time.monotonic() > deadline:
+                raise DemoClusterError(
+                    f"group {group.group_id} did not converge within {timeout_s:.0f}s: state "
+                    f"{described['group_state']}, members report {clients}"
+                )
+            time.sleep(0.3)
+
+
+def double_ownership(events: Sequence[OwnershipEvent]) -> list[str]:
+    """Every moment a member was given a partition another member still held (KIP-429 says: never)."""
+    holder: dict[TopicPartition, str] = {}
+    problems = []
+    for at, client_id, kind, tps in sorted(events):
+        for tp in sorted(tps):
+            if kind == "assigned":
+                if holder.get(tp, client_id) != client_id:
+                    problems.append(f"{tp} given to {client_id} at {at:.3f} while {holder[tp]} held it")
+                holder[tp] = client_id
+            elif holder.get(tp) == client_id:
+                del holder[tp]
+    return problems
+
+
+def _broker_view(described: Mapping[str, Any]) -> dict[str, set[TopicPartition]]:
+    return {
+        m["client_id"]: {
+            (t["topic"], p) for t in m["member_assignment"]["assigned_partitions"] for p in t["partitions"]
+        }
+        for m in described["members"]
+        if isinstance(m["member_assignment"], dict)
+    }
+
+
+def _kafka_strategy(lake: Any, plan: Plan) -> str:
+    """The Kafka assignor the group's members used when the plan was made (first one other than `planned`)."""
+    rows = lake.read_arrow("snapshots", [("snapshot_id", "=", plan.snapshot_id), ("group_id", "=", plan.group_id)])
+    for strategies in rows.column("strategies").to_pylist():
+        for strategy in strategies or ():
+            if strategy != PlannedAssignor.name:
+                return str(strategy)
+    return "range"
+
+
+def _partitions(tps: set[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(tps):
+        by_topic.setdefault(topic, []).append(partition)
+    return " ".join(f"{t}{ps}" for t, ps in by_topic.items()) or "-"
+
+
+def planned_by_client(plan: Plan) -> dict[str, set[TopicPartition]]:
+    """client id -> planned partitions (the identities a restarted member keeps)."""
+    return {str(m.client_id): set(m.assignment) for m in plan.members.values()}
+
+
+def apply_demo(bootstrap: str, lake: str | os.PathLike[str], group_id: str = "billing-range") -> str:
+    """Export the group's approved plan, restart its members with PlannedAssignor, converge, snapshot, verify.
+
+    Call it after the demo groups stopped, with the broker still running; returns a printable summary.
+    """
+    from jobs.config import Config
+    from jobs.context import RunContext, new_run_id
+    from jobs.io.kafka_settings import KafkaSettings
+    from jobs.io.kafka_source import pull_snapshots
+    from jobs.steps import export, ingest, verify
+    from jobs.steps.ingest import RawDocument
+
+    ctx = RunContext.create(Config(lake=str(lake)), new_run_id("apply"), trigger="apply")
+    generation = export.select_generation(ctx.lake, group_id)
+    plan = export.plan_of(ctx.lake, generation)
+    path = Path(ctx.lake.root) / "plans" / f"{group_id}.plan.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_plan(plan, path)
+    fallback = kafka_assignor(_kafka_strategy(ctx.lake, plan))
+    started = time.monotonic()
+    with planned_group(bootstrap, group_id, path, fallback) as group:
+        for m in plan.members.values():
+            group.start(str(m.client_id), m.topics, group_instance_id=m.group_instance_id)
+        assignments = wait_converged(group, set(plan.owners()), planned_by_client(plan))
+        converged_s = time.monotonic() - started
+        docs = pull_snapshots(KafkaSettings(bootstrap), group_pattern=group_id)
+        ingest.run(ctx, documents=[RawDocument(f"kafka://{bootstrap}/{group_id}", "", doc=d) for d in docs])
+        [result] = verify.run(ctx, group=group_id, snapshot_id=ctx.run_id)
+    lines = [
+        f"exported group {group_id} generation {plan.generation_id} ({plan.strategy}) -> {path}",
+        f"restarted {len(plan.members)} members with PlannedAssignor (fallback {fallback.name}); "
+        f"converged to the plan in {converged_s:.1f} s",
+        *(f"  {cid}: {_partitions(tps)}" for cid, tps in sorted(assignments.items())),
+        verify.format_verdict(result),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""Export: one approved generation of a group as a plan document (`jobs.apply.plan`) consumers can apply.
+
+The plan is the generation's chosen candidate (its `plans` rows of the chosen strategy), each member's identity
+(client id, group.instance.id) and subscription from the snapshot it was planned from, and that snapshot's partition
+counts. By default the group's latest approved generation; a generation asked for by number may also be one that was
+approved and later superseded, to go back to it. What-if generations plan scenarios, not the live group: they are
+exported only by number.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from jobs.apply.plan import FORMAT, Plan, PlanError, parse_plan
+from jobs.context import RunContext
+from jobs.io.lake import Lake
+from planner.errors import InputError
+
+APPROVED = "approved"
+WAS_APPROVED = ("approved", "superseded")  # statuses of generations that passed every check at some time
+
+
+def run(ctx: RunContext, group: str, generation: int | None = None) -> dict[str, Any]:
+    """The plan document of `group`'s latest approved generation, or of generation `generation`."""
+    return plan_of(ctx.lake, select_generation(ctx.lake, group, generation)).to_json()
+
+
+def select_generation(lake: Lake, group: str, generation: int | None = None) -> dict[str, Any]:
+    """The group's latest approved generation row, or generation `generation` if it was approved."""
+    rows = lake.read_arrow("generations", [("group_id", "=", group)]).to_pylist()
+    if not rows:
+        raise InputError(f"group: no generation of group {group!r} in the lake")
+    latest = max(rows, key=lambda r: r["generation_id"])
+    if generation is None:
+        scenarios = what_if_snapshots(lake, group)
+        approved = [r for r in rows if r["status"] == APPROVED and r["snapshot_id"] not in scenarios]
+        if not approved:
+            raise InputError(
+                f"group: group {group!r} has no approved generation of its live snapshots (latest: generation "
+                f"{latest['generation_id']}, {latest['status']})"
+            )
+        return max(approved, key=lambda r: r["generation_id"])
+    chosen = next((r for r in rows if r["generation_id"] == generation), None)
+    if chosen is None:
+        raise InputError(
+            f"generation: group {group!r} has no generation {generation} (generations 1 to {latest['generation_id']})"
+        )
+    if chosen["status"] not in WAS_APPROVED:
+        raise InputError(
+            f"generation: generation {generation} of group {group!r} is {chosen['status']}, not approved; "
+            "only approved plans are exported"
+        )
+    return chosen
+
+
+def what_if_snapshots(lake: Lake, group: str) -> set[str]:
+    """Ids of the group's what-if scenarios (snapshots written by `rebalance what-if`, source what-if)."""
+    rows = lake.read_arrow("snapshots", [("group_id", "=", group)]).select(["snapshot_id", "source"]).to_pylist()
+    return {r["snapshot_id"] for r in rows if r["source"] == "what-if"}
+
+
+def plan_of(lake: Lake, generation: dict[str, Any]) -> Plan:
+    """The generation's chosen candidate as a checked Plan."""
+    group, gid, strategy = generation["group_id"], generation["generation_id"], generation["chosen_strategy"]
+    where = f"generation {gid} of group {group!r}"
+    if not strategy:
+        raise InputError(f"generation: {where} has no chosen candidate")
+    snapshot_id = generation["snapshot_id"]
+    members = [
+        r
+        for r in lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id), ("group_id", "=", group)]).to_pylist()
+        if r["member_id"]
+    ]
+    subscribed = {t for m in members for t in m["topics"]}
+    counts = {
+        r["topic"]: r["partition_count"]
+        for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)]).to_pylist()
+        if r["topic"] in subscribed
+    }
+    assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
+    rows = lake.read_arrow(
+        "plans", [("generation_id", "=", gid), ("group_id", "=", group), ("strategy", "=", strategy)]
+    )
+    for r in sorted(rows.to_pylist(), key=lambda r: (r["topic"], r["partition"])):
+        if r["member"] not in assignment:
+            raise InputError(
+                f"plans: {where} gives {r['topic']}-{r['partition']} to {r['member']!r}, "
+                f"a member snapshot {snapshot_id!r} does not have"
+            )
+        assignment[r["member"]].setdefault(r["topic"], []).append(r["partition"])
+    doc = {
+        "format": FORMAT,
+        "group_id": group,
+        "generation_id": gid,
+        "strategy": strategy,
+        "created_at": generation["created_at"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "snapshot_id": snapshot_id,
+        "topics": dict(sorted(counts.items())),
+        "members": {
+            m["member_id"]: {
+                "client_id": m["client_id"],
+                "group_instance_id": m["group_instance_id"],
+                "topics": sorted(m["topics"]),
+                "assignment": assignment[m["member_id"]],
+            }
+            for m in sorted(members, key=lambda m: m["member_id"])
+        },
+    }
+    try:
+        return parse_plan(doc, where)
+    except PlanError as e:
+        raise InputError(str(e)) from None

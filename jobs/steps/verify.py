@@ -1,0 +1,141 @@
+"""Verify: does the group run its approved plan? A snapshot compared with the plan in force when it was captured.
+
+The plan in force is the group's latest generation that was approved (it may since be superseded), planned from an
+earlier live snapshot (not a what-if scenario) and created no later than this snapshot was captured. The verdict is
+`applied` when every planned partition is owned by the live member matched to its planned member (the rules of
+`jobs.apply.matching`) and nothing else is owned, `drifted` otherwise. It is recorded on the generation
+(`verification`, `verified_at`, `verification_detail`: the snapshot, unknown and missing members, and every differing
+partition with its planned member and its owner); a later snapshot's verdict replaces it. The nightly run verifies
+right after ingest, so the snapshot just pulled judges the plan approved by an earlier run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.apply.matching import LiveMember, describe, match_members
+from jobs.apply.plan import Plan
+from jobs.context import RunContext
+from jobs.io.lake import Lake, rows_table
+from jobs.steps.export import WAS_APPROVED, plan_of, what_if_snapshots
+from planner.errors import InputError
+
+
+def run(
+    ctx: RunContext, group: str | None = None, snapshot_id: str | None = None, verified_at: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Verify the groups of snapshot `snapshot_id` (default: the run's; with `group`, that group's latest snapshot).
+
+    Groups with no plan in force are skipped, unless `group` names one: then that is an InputError.
+    """
+    lake = ctx.lake
+    verified_at = verified_at or datetime.now(UTC)
+    if group is None:
+        snapshot_id = snapshot_id or ctx.run_id
+        rows = lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)]).to_pylist()
+    else:
+        rows = lake.read_arrow("snapshots", [("group_id", "=", group)]).to_pylist()
+        if not rows:
+            raise InputError(f"group: no snapshot of group {group!r} in the lake")
+        snapshot_id = snapshot_id or max((r["captured_at"], r["snapshot_id"]) for r in rows)[1]
+    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["snapshot_id"] == snapshot_id:
+            by_group[r["group_id"]].append(r)
+    if group is not None and not by_group:
+        raise InputError(f"snapshot: group {group!r} is not in snapshot {snapshot_id!r}")
+    results = []
+    for group_id, group_rows in sorted(by_group.items()):
+        generation = plan_in_force(lake, group_id, snapshot_id, min(r["captured_at"] for r in group_rows))
+        if generation is None:
+            if group is not None:
+                raise InputError(
+                    f"group: no approved plan of group {group!r} older than snapshot {snapshot_id!r} to verify"
+                )
+            continue
+        result = {
+            "group_id": group_id,
+            "generation_id": generation["generation_id"],
+            "strategy": generation["chosen_strategy"],
+            **compare(plan_of(lake, generation), [r for r in group_rows if r["member_id"]]),
+            "snapshot_id": snapshot_id,
+            "state": group_rows[0]["state"],
+        }
+        results.append(result)
+    detail_keys = ("snapshot_id", "state", "partitions", "unknown_members", "missing_members", "differing")
+    with lake.lock():
+        lake.update(
+            "generations",
+            rows_table(
+                "generations",
+                [
+                    {
+                        "group_id": r["group_id"],
+                        "generation_id": r["generation_id"],
+                        "verification": r["verification"],
+                        "verified_at": verified_at,
+                        "verification_detail": json.dumps({k: r[k] for k in detail_keys}),
+                    }
+                    for r in results
+                ],
+            ),
+            ["verification", "verified_at", "verification_detail"],
+        )
+    return results
+
+
+def plan_in_force(lake: Lake, group: str, snapshot_id: str, captured_at: datetime) -> dict[str, Any] | None:
+    """The latest approved-at-some-time generation of the group's live snapshots, planned before `captured_at`."""
+    scenarios = what_if_snapshots(lake, group)
+    candidates = [
+        g
+        for g in lake.read_arrow("generations", [("group_id", "=", group)]).to_pylist()
+        if g["status"] in WAS_APPROVED
+        and g["snapshot_id"] != snapshot_id
+        and g["snapshot_id"] not in scenarios
+        and g["created_at"] <= captured_at
+    ]
+    return max(candidates, key=lambda g: g["generation_id"]) if candidates else None
+
+
+def compare(plan: Plan, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict of one group's snapshot rows against its plan, with the differing partitions."""
+    live = [LiveMember(m["member_id"], m["group_instance_id"], m["client_id"]) for m in members]
+    match = match_members(plan.members, live)
+    live_of = {planned: live_id for live_id, planned in match.planned.items()}
+    owner = {(tp["topic"], tp["partition"]): m["member_id"] for m in members for tp in m["assignment"]}
+    planned = plan.owners()
+    differing = [
+        {"topic": t, "partition": p, "planned": planned.get((t, p)), "owner": owner.get((t, p))}
+        for t, p in sorted(set(planned) | set(owner))
+        if (t, p) not in planned or owner.get((t, p)) is None or owner[(t, p)] != live_of.get(planned[(t, p)])
+    ]
+    return {
+        "verification": "drifted" if differing else "applied",
+        "partitions": len(planned),
+        "unknown_members": [describe(m) for m in match.unknown],
+        "missing_members": [describe(p) for p in match.missing],
+        "differing": differing,
+    }
+
+
+def format_verdict(result: dict[str, Any]) -> str:
+    """One group's verdict as text: a headline, then the unknown and missing members and differing partitions."""
+    head = (
+        f"group {result['group_id']}: generation {result['generation_id']} ({result['strategy']}) vs snapshot "
+        f"{result['snapshot_id']} ({result['state']}): {result['verification']}"
+    )
+    if result["verification"] == "applied":
+        return f"{head}, all {result['partitions']} partitions owned as planned"
+    lines = [f"{head}, {len(result['differing'])} of {result['partitions']} partitions differ"]
+    lines += [f"  member {m} is not in the plan" for m in result["unknown_members"]]
+    lines += [f"  planned member {m} is missing" for m in result["missing_members"]]
+    lines += [
+        f"  {d['topic']}-{d['partition']}: planned for {d['planned'] or 'nobody'}, owned by {d['owner'] or 'nobody'}"
+        for d in result["differing"]
+    ]
+    return "\n".join(lines)
