@@ -234,7 +234,8 @@ class _Reader:
         return chunk
 
     def fixed(self, fmt: str, expected: str) -> int:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt), expected))[0]
+        value: int = struct.unpack(fmt, self.take(struct.calcsize(fmt), expected))[0]
+        return value
 
     def uvarint(self, expected: str) -> int:
         """ByteUtils.readUnsignedVarint: at most 5 bytes for an unsigned 32-bit value."""
@@ -258,13 +259,18 @@ class _Reader:
             )
         return None if n < 0 else n
 
-    def string(self, expected: str, nullable: bool = False) -> str | None:
+    def string(self, expected: str) -> str:
+        start = self.pos
+        value = self.nullable_string(expected)
+        if value is None:
+            raise self.fail(f"{expected} (non-nullable string, got null)", start)
+        return value
+
+    def nullable_string(self, expected: str) -> str | None:
         start = self.pos
         n = self.length(expected, 1)
         if n is None:
-            if nullable:
-                return None
-            raise self.fail(f"{expected} (non-nullable string, got null)", start)
+            return None
         try:
             return self.take(n, expected).decode("utf-8")
         except UnicodeDecodeError:
@@ -297,7 +303,7 @@ def decode_request(data: bytes, version: int = HIGHEST_VERSION) -> DescribeReque
     include = r.fixed(">B", "IncludeAuthorizedOperations") != 0
     r.tagged_fields("request")
     r.end()
-    return DescribeRequest(ids, include)  # type: ignore[arg-type]
+    return DescribeRequest(ids, include)
 
 
 def decode_response_header(data: bytes) -> tuple[int, int]:
@@ -317,36 +323,26 @@ def _read_topics(r: _Reader, expected: str) -> tuple[AssignedTopic, ...]:
             r.fixed(">i", f"{expected}.Partitions[]") for _ in range(r.array(f"{expected}.Partitions", 4))
         )
         r.tagged_fields(f"{expected}.TopicPartitions")
-        topics.append(AssignedTopic(topic_id, name, partitions))  # type: ignore[arg-type]
+        topics.append(AssignedTopic(topic_id, name, partitions))
     r.tagged_fields(expected)
     return tuple(topics)
 
 
 def _read_member(r: _Reader, version: int) -> Member:
     member_id = r.string("Member.MemberId")
-    instance_id = r.string("Member.InstanceId", nullable=True)
-    rack_id = r.string("Member.RackId", nullable=True)
+    instance_id = r.nullable_string("Member.InstanceId")
+    rack_id = r.nullable_string("Member.RackId")
     epoch = r.fixed(">i", "Member.MemberEpoch")
     client_id = r.string("Member.ClientId")
     client_host = r.string("Member.ClientHost")
     topics = tuple(r.string("Member.SubscribedTopicNames[]") for _ in range(r.array("Member.SubscribedTopicNames", 1)))
-    regex = r.string("Member.SubscribedTopicRegex", nullable=True)
+    regex = r.nullable_string("Member.SubscribedTopicRegex")
     assignment = _read_topics(r, "Member.Assignment")
     target = _read_topics(r, "Member.TargetAssignment")
     member_type = r.fixed(">b", "Member.MemberType") if version >= 1 else MEMBER_TYPE_UNKNOWN
     r.tagged_fields("Member")
     return Member(
-        member_id,  # type: ignore[arg-type]
-        epoch,
-        client_id,  # type: ignore[arg-type]
-        client_host,  # type: ignore[arg-type]
-        topics,  # type: ignore[arg-type]
-        instance_id,
-        rack_id,
-        regex,
-        assignment,
-        target,
-        member_type,
+        member_id, epoch, client_id, client_host, topics, instance_id, rack_id, regex, assignment, target, member_type
     )
 
 
@@ -358,7 +354,7 @@ def decode_response(data: bytes, version: int = HIGHEST_VERSION) -> DescribeResp
     groups = []
     for _ in range(r.array("Groups", 2 + 1 + 1 + 1 + 4 + 4 + 1 + 1 + 4 + 1)):
         error_code = r.fixed(">h", "DescribedGroup.ErrorCode")
-        error_message = r.string("DescribedGroup.ErrorMessage", nullable=True)
+        error_message = r.nullable_string("DescribedGroup.ErrorMessage")
         group_id = r.string("DescribedGroup.GroupId")
         state = r.string("DescribedGroup.GroupState")
         group_epoch = r.fixed(">i", "DescribedGroup.GroupEpoch")
@@ -369,15 +365,7 @@ def decode_response(data: bytes, version: int = HIGHEST_VERSION) -> DescribeResp
         r.tagged_fields("DescribedGroup")
         groups.append(
             DescribedGroup(
-                group_id,  # type: ignore[arg-type]
-                error_code,
-                error_message,
-                state,  # type: ignore[arg-type]
-                group_epoch,
-                assignment_epoch,
-                assignor,  # type: ignore[arg-type]
-                members,
-                operations,
+                group_id, error_code, error_message, state, group_epoch, assignment_epoch, assignor, members, operations
             )
         )
     r.tagged_fields("response")

@@ -181,16 +181,24 @@ class _Reader:
         return chunk
 
     def int16(self, field: str) -> int:
-        return struct.unpack(">h", self.take(2, f"int16 {field}"))[0]
+        value: int = struct.unpack(">h", self.take(2, f"int16 {field}"))[0]
+        return value
 
     def int32(self, field: str) -> int:
-        return struct.unpack(">i", self.take(4, f"int32 {field}"))[0]
+        value: int = struct.unpack(">i", self.take(4, f"int32 {field}"))[0]
+        return value
 
-    def string(self, field: str, nullable: bool = False) -> str | None:
+    def string(self, field: str) -> str:
+        start = self.pos
+        return self._chars(self.int16(f"length of string {field}"), start, field)
+
+    def nullable_string(self, field: str) -> str | None:
         start = self.pos
         n = self.int16(f"length of string {field}")
-        if n == -1 and nullable:
-            return None
+        return None if n == -1 else self._chars(n, start, field)
+
+    def _chars(self, n: int, start: int, field: str) -> str:
+        """The UTF-8 body of a string whose int16 length `n` was read at `start`."""
         if n < 0:
             raise self.fail(f"a non-negative length for string {field}, got {n}", at=start)
         raw = self.take(n, f"string {field}")
@@ -241,7 +249,7 @@ def decode_subscription(data: bytes) -> Subscription:
     user_data = r.nullable_bytes("user_data")
     owned = r.topic_partitions("owned_partitions") if v >= 1 else ()
     generation = r.int32("generation_id") if v >= 2 else DEFAULT_GENERATION
-    rack = r.string("rack_id", nullable=True) if v >= 3 else None
+    rack = r.nullable_string("rack_id") if v >= 3 else None
     return Subscription(topics, user_data, owned, generation, rack, version)
 
 
