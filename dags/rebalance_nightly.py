@@ -5,7 +5,10 @@ samples of `REBALANCE_SAMPLE_TOPICS`; from snapshot files otherwise. Each task i
 tasks share nothing but the lake (`REBALANCE_LAKE`, default `./lake`), keyed by the Airflow run id. The schedule
 comes from `REBALANCE_NIGHTLY_SCHEDULE` (default 02:00 UTC daily). Parameters override the environment for one run:
 `snapshots` (file, directory or glob of snapshot JSON), `strategies` (comma-separated assignors to evaluate),
-`lake`, and `what_if` (partition counts the key-skew job compares with today's).
+`lake`, `what_if` (partition counts the key-skew job compares with today's), and `approval` (default
+`REBALANCE_APPROVAL`): plans that pass the gate wait for a person to approve or reject them in the Airflow UI.
+A rejected generation or a drifted plan fails the run after everything is written; the failure is posted to the
+webhook of the connection `REBALANCE_WEBHOOK_CONN_ID` names, if any.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import chain_steps
+from jobs.io.airflow_dag import approval_param, chain_steps
+from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import NIGHTLY
 
 PARAMS = {
     "snapshots": Param("", type="string", description="snapshot files: a path, directory or glob"),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
+    "approval": approval_param(),
     "what_if": Param(
         "",
         type="string",
@@ -39,6 +44,7 @@ PARAMS = {
     max_active_runs=1,
     params=PARAMS,
     doc_md=__doc__,
+    on_failure_callback=WebhookNotifier(),
     tags=["rebalance"],
 )
 def rebalance_nightly():

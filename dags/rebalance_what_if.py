@@ -4,6 +4,7 @@ Takes the group's latest snapshot from the lake, applies the validated parameter
 topics, members removed, new members subscribed to all its topics), stores the scenario as a snapshot of its own,
 then plans, gates and publishes it like a nightly run (trigger `manual`), so it lands in the assignment history.
 Kafka can only add partitions: a count below today's is rejected, as are unknown topics and unknown members.
+With `approval` (default `REBALANCE_APPROVAL`) a person approves or rejects the scenario's plan in the Airflow UI.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import chain_steps
+from jobs.io.airflow_dag import approval_param, chain_steps
+from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import WHAT_IF
 
 PARAMS = {
@@ -31,6 +33,7 @@ PARAMS = {
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "snapshot_id": Param("", type="string", description="snapshot to start from (default: the group's latest)"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
+    "approval": approval_param(),
 }
 
 
@@ -41,6 +44,7 @@ PARAMS = {
     catchup=False,
     params=PARAMS,
     doc_md=__doc__,
+    on_failure_callback=WebhookNotifier(),
     tags=["rebalance", "what-if"],
 )
 def rebalance_what_if():

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from jobs.context import RunContext
     from jobs.steps.ingest import IngestResult
 
-NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", "publish", "report")
-WHAT_IF = ("scenario", "plan", "gate", "publish", "report")
+NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", "publish", "report", "review", "signals")
+WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
 
 
 def ingest(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,6 +102,26 @@ def report(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, str]:
     return pages
 
 
+def review(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """With approval on: what the run's gated generations show their reviewer (None when nothing awaits review)."""
+    from jobs.steps import review
+
+    request = review.request(ctx)
+    if request:
+        print(request["markdown"])
+    return request
+
+
+def signals(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the lake's metrics file; returns its path and the run's alarms (rejected generations, drifted plans)."""
+    from jobs.steps import signals
+
+    result = signals.run(ctx)
+    for alarm in result["alarms"]:
+        print(f"alarm: {alarm}")
+    return result
+
+
 STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "ingest": ingest,
     "verify": verify,
@@ -111,6 +131,8 @@ STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "gate": gate,
     "publish": publish,
     "report": report,
+    "review": review,
+    "signals": signals,
 }
 
 

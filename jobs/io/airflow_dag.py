@@ -1,11 +1,36 @@
-"""Airflow tasks generated from the pipeline's step table: a DAG file names its steps, this makes them tasks."""
+"""Airflow tasks generated from the pipeline's step table: a DAG file names its steps, this makes them tasks.
+
+Two steps are more than one call. `review` becomes three tasks: `review` (what awaits a person's review; when
+nothing does, it skips `approval`), `approval` (Airflow's ApprovalOperator: the reviewer approves or rejects in the
+UI, seeing each group's plan and report page) and `record_review` (writes the answer on the generations). `signals`
+runs whatever became of the tasks before it, and fails after writing when the run raised alarms (a rejected
+generation, a drifted plan), naming them; the DAGs' failure callback (`jobs.io.notify`) then posts to a webhook.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from airflow.sdk import chain, task
+from airflow.sdk import Param, TriggerRule, chain, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from jobs.io.flags import APPROVAL, env_flag
+
+REVIEW, APPROVAL_TASK, RECORD = "review", "approval", "record_review"
+RUNS_ALWAYS = frozenset({"signals"})
+"""Steps that run whatever became of the steps before them (the metrics show a failed run too)."""
+
+
+def approval_param() -> Param:
+    """The DAGs' `approval` param: its default is REBALANCE_APPROVAL where the DAG is parsed."""
+    return Param(
+        env_flag(APPROVAL),
+        type="boolean",
+        description="a person approves or rejects the plans that pass the gate, in the Airflow UI",
+    )
 
 
 def trigger_of(run_type: Any) -> str:
@@ -21,20 +46,99 @@ def refuse_unknown(params: Mapping[str, Any], declared: Mapping[str, Any]) -> No
         raise InputError(f"unknown parameter(s) {', '.join(unknown)}: this DAG takes {', '.join(declared)}")
 
 
+@contextmanager
+def approval_setting(params: Mapping[str, Any]) -> Iterator[None]:
+    """The run's `approval` param as REBALANCE_APPROVAL while a step runs (publish reads it); restored after."""
+    if "approval" not in params:
+        yield
+        return
+    before = os.environ.get(APPROVAL)
+    os.environ[APPROVAL] = "true" if params["approval"] else "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(APPROVAL, None)
+        else:
+            os.environ[APPROVAL] = before
+
+
+def _run_step(name: str, params: Mapping[str, Any], run_id: str | None, dag_run: Any) -> Any:
+    from jobs.pipeline import run_step
+
+    with approval_setting(params):
+        return run_step(name, params, str(run_id), trigger_of(dag_run.run_type))
+
+
 def step_task(name: str, declared: Mapping[str, Any], first: bool) -> Any:
-    """A task running pipeline step `name` with the run's params, run id and trigger (the first checks the params)."""
+    """A task running pipeline step `name` with the run's params, run id and trigger (the first checks the params).
 
-    @task(task_id=name)
+    A step that returns `alarms` fails its task once it has written everything, with the alarms as the message.
+    """
+    rule = TriggerRule.ALL_DONE if name in RUNS_ALWAYS else TriggerRule.ALL_SUCCESS
+
+    @task(task_id=name, trigger_rule=rule)
     def step(params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None) -> Any:
-        from jobs.pipeline import run_step
-
         if first:
             refuse_unknown(params or {}, declared)
-        return run_step(name, params or {}, str(run_id), trigger_of(dag_run.run_type))
+        result = _run_step(name, params or {}, run_id, dag_run)
+        if isinstance(result, dict) and result.get("alarms"):
+            raise AirflowFailException(f"{len(result['alarms'])} alarm(s): " + "; ".join(result["alarms"]))
+        return result
 
     return step
 
 
+def review_tasks() -> list[Any]:
+    """`review` -> `approval` -> `record_review`: a person's decision on the run's gated generations."""
+    from jobs.io.airflow_approval import ANSWER, PlanApproval
+
+    @task.short_circuit(task_id=REVIEW, ignore_downstream_trigger_rules=False)
+    def review(params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None) -> str | None:
+        """The reviewer's summary (Markdown) for the approval task, or None (skip it) when nothing awaits review."""
+        request = _run_step(REVIEW, params or {}, run_id, dag_run)
+        return request["markdown"] if request else None
+
+    approval = PlanApproval(
+        task_id=APPROVAL_TASK,
+        subject="Rebalance plans of run {{ run_id }} await review",
+        body="{{ ti.xcom_pull(task_ids='" + REVIEW + "') }}",
+        params={"comment": Param("", type="string", description="why (recorded with the decision)")},
+    )
+
+    @task(task_id=RECORD, trigger_rule=TriggerRule.ALL_DONE)
+    def record_review(
+        params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None, ti: Any = None
+    ) -> list[dict[str, Any]]:
+        """Write the reviewer's answer on the run's gated generations (skipped when nobody was asked)."""
+        from datetime import datetime
+
+        from jobs.context import RunContext
+        from jobs.pipeline import config_from_params
+        from jobs.steps import review as review_step
+
+        answer = ti.xcom_pull(task_ids=APPROVAL_TASK, key=ANSWER)
+        if not answer:
+            raise AirflowSkipException("no answer to record: nothing awaited review")
+        ctx = RunContext.create(config_from_params(params or {}), str(run_id), trigger=trigger_of(dag_run.run_type))
+        rows = review_step.run(
+            ctx,
+            answer["decision"],
+            answer["reviewer"],
+            answer["comment"],
+            reviewed_at=datetime.fromisoformat(answer["reviewed_at"]),
+        )
+        return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in rows]
+
+    return [review(), approval, record_review()]
+
+
 def chain_steps(names: Sequence[str], declared: Mapping[str, Any]) -> None:
     """The steps as tasks, each running after the one before; `declared` are the DAG's params."""
-    chain(*[step_task(name, declared, i == 0)() for i, name in enumerate(names)])
+    tasks: list[Any] = []
+    for i, name in enumerate(names):
+        if name == REVIEW:
+            tasks += review_tasks()
+        else:
+            tasks.append(step_task(name, declared, i == 0)())
+    chain(*tasks)

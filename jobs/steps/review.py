@@ -8,6 +8,7 @@ generations. Airflow's approval task (`jobs.io.airflow_dag`) and `rebalance revi
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from jobs.context import RunContext
@@ -18,9 +19,6 @@ from schemas.status import GenerationStatus as S
 
 Decision = Literal["approve", "reject"]
 DECISIONS: dict[str, S] = {"approve": S.APPROVED, "reject": S.REJECTED}
-REPORTS = "reports"
-"""The folder of the lake root where the reviewer's report pages go (`jobs.report.write` layout)."""
-
 REVIEW_COLUMNS = [*SETTLED_COLUMNS, "reviewed_by", "reviewed_at", "review_comment"]
 
 
@@ -86,12 +84,12 @@ def _selected(ctx: RunContext, group: str | None, generation: int | None) -> lis
 def request(ctx: RunContext) -> dict[str, Any] | None:
     """What the reviewer of run `ctx.run_id` sees, or None when nothing of it awaits review.
 
-    Writes each gated generation's report page under `<lake>/reports`, records its path on the generation, and
-    returns {"generations": [...], "markdown": summary}: per group the chosen strategy, max and mean load, max/mean,
-    partitions moved and the report's path.
+    Records each gated generation's report page (written by the report step; written here if it has not run) on
+    the generation, and returns {"generations": [...], "markdown": summary}: per group the chosen strategy, max and
+    mean load, max/mean, partitions moved and the page's path.
     """
-    from jobs.report.reader import indexed
-    from jobs.report.write import folder_name, write_reports
+    from jobs.report.write import folder_name
+    from jobs.steps import report
 
     lake = ctx.lake
     gated = [
@@ -99,11 +97,11 @@ def request(ctx: RunContext) -> dict[str, Any] | None:
     ]
     if not gated:
         return None
-    out = lake.root / REPORTS
-    read = indexed(lake.read_arrow)  # every table read once for all the groups' pages
     for g in gated:
-        write_reports(read, out, group=g["group_id"], generation=g["generation_id"])
-        g["report_path"] = str(out / folder_name(g["group_id"]) / f"generation-{g['generation_id']}.html")
+        page = report.reports_dir(ctx) / folder_name(g["group_id"]) / f"generation-{g['generation_id']}.html"
+        g["report_path"] = str(page)
+    if not all(Path(g["report_path"]).is_file() for g in gated):
+        report.run(ctx)
     with lake.lock():
         lake.update("generations", rows_table("generations", gated), ["report_path"])
     chosen = {

@@ -3,6 +3,10 @@ approvals and abandoned candidates, on real Spark, delta-rs and Great Expectatio
 
 from __future__ import annotations
 
+import json
+import secrets
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +27,14 @@ T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 
 def statuses(lake: Lake) -> dict[tuple[str, int], str]:
     return {(g["group_id"], g["generation_id"]): g["status"] for g in lake.read_arrow("generations").to_pylist()}
+
+
+def dag_bag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    from jobs.io.airflow_env import DAGS_FOLDER
+
+    return DagBag(dag_folder=str(DAGS_FOLDER))
 
 
 def generation(lake: Lake, group: str, n: int) -> dict:
@@ -135,3 +147,104 @@ def test_an_old_lake_gains_the_new_generation_columns_and_keeps_its_rows(tmp_pat
     (stored,) = lake.read_arrow("generations").to_pylist()
     assert {k: stored[k] for k in row} == row
     assert stored["reviewed_by"] is None and stored["report_path"] is None
+
+
+# --- Airflow: the approval task under `dag.test()`, answered through the REST API v2 as a reviewer's browser does.
+
+
+@pytest.fixture(scope="module")
+def airflow_db() -> None:
+    from jobs.io.airflow_env import configure, migrate_once
+
+    migrate_once(configure())
+
+
+@pytest.fixture
+def reviewer_api(tmp_path, monkeypatch, airflow_db):
+    """Airflow's public REST API (the api-server's app, in this process, on this metadatabase) logged in as alice.
+
+    SimpleAuthManager with one admin user whose password file the test writes, as `airflow api-server` reads it.
+    """
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    passwords = tmp_path / "passwords.json"
+    passwords.write_text(json.dumps({"alice": "correct horse"}))
+    monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE_AUTH_MANAGER)
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "alice:admin")
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(passwords))
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(32))
+    with TestClient(create_app(apps="core")) as client:
+        login = client.post("/auth/token", json={"username": "alice", "password": "correct horse"})
+        assert login.status_code == 201, login.text
+        client.headers["Authorization"] = f"Bearer {login.json()['access_token']}"
+        yield client
+
+
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+REVIEW_TIMEOUT = 900.0
+
+
+class Reviewer(threading.Thread):
+    """Waits for the run's approval request in the REST API's list of pending ones, keeps it, and answers it."""
+
+    def __init__(self, api, dag_id: str, option: str, comment: str) -> None:
+        super().__init__(daemon=True)
+        self.api, self.dag_id, self.option, self.comment = api, dag_id, option, comment
+        self.request: dict | None = None
+        self.answer: dict | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + REVIEW_TIMEOUT
+            while self.request is None and time.monotonic() < deadline:
+                pending = self.api.get(f"/api/v2/dags/{self.dag_id}/dagRuns/~/hitlDetails")
+                pending.raise_for_status()
+                waiting = [d for d in pending.json()["hitl_details"] if not d["response_received"]]
+                self.request = waiting[0] if waiting else None
+                time.sleep(0.5)
+            assert self.request is not None, "no approval request appeared"
+            ti = self.request["task_instance"]
+            path = (
+                f"/api/v2/dags/{ti['dag_id']}/dagRuns/{ti['dag_run_id']}/taskInstances/{ti['task_id']}/-1/hitlDetails"
+            )
+            response = self.api.patch(
+                path, json={"chosen_options": [self.option], "params_input": {"comment": self.comment}}
+            )
+            assert response.status_code == 200, response.text
+            self.answer = response.json()
+        except BaseException as e:  # reported by the test after dag.test returns
+            self.error = e
+
+
+def test_turned_on_the_approval_task_asks_a_person_and_records_the_approval(spark, lake, reviewer_api, monkeypatch):
+    from airflow.utils.state import DagRunState
+
+    from jobs.io.airflow_dag import APPROVAL_TASK
+
+    monkeypatch.delenv("REBALANCE_APPROVAL", raising=False)
+    dag = dag_bag().dags["rebalance_nightly"]
+    assert dag.params["approval"] is False  # default: the gate decides
+    reviewer = Reviewer(reviewer_api, dag.dag_id, "Approve", "balanced enough")
+    reviewer.start()
+    run = dag.test(run_conf={"lake": str(lake.root), "snapshots": str(DEMO), "strategies": "range", "approval": True})
+    reviewer.join(timeout=5)
+    assert reviewer.error is None, reviewer.error
+    assert run.state == DagRunState.SUCCESS
+
+    request = reviewer.request
+    assert request["task_instance"]["task_id"] == APPROVAL_TASK
+    assert request["options"] == ["Approve", "Reject"]
+    generations = sorted(lake.read_arrow("generations").to_pylist(), key=lambda g: g["group_id"])
+    assert [(g["group_id"], g["status"]) for g in generations] == [(g, S.APPROVED) for g in DEMO_GROUPS]
+    for g in generations:
+        assert (g["reviewed_by"], g["review_comment"]) == ("alice", "balanced enough")
+        assert g["reviewed_at"] == datetime.fromisoformat(reviewer.answer["responded_at"])
+        assert Path(g["report_path"]).is_file()
+        # The reviewer saw each group's plan and its report page.
+        assert f"| {g['group_id']} | {g['generation_id']} | {g['chosen_strategy']} |" in request["body"]
+        assert f"`{g['report_path']}`" in request["body"]
+    metrics = (lake.root / "metrics" / "rebalance.prom").read_text()
+    assert 'rebalance_generation_status{group="payments",status="approved"} 1.0' in metrics
