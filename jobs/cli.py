@@ -357,6 +357,47 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if result["verification"] == "applied" else 1
 
 
+def _add_migration(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("migration", help="what moving a classic group to group.protocol=consumer would change")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_migration)
+
+
+def _migration(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.io.lake import Lake
+    from jobs.steps.migration import format_readiness, latest
+
+    lake = Lake(Config.from_env(lake=args.lake).lake)
+    if not lake.path("migration_readiness").exists():
+        raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
+    print(format_readiness(latest(lake, args.group, args.generation)))
+    return 0
+
+
+def _add_diff(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("diff", help="a candidate against today's assignment, member by member")
+    p.add_argument("--group", required=True, help="consumer group id")
+    p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
+    p.add_argument("--strategy", help="candidate strategy (default: the generation's chosen one)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_diff)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.io.lake import Lake
+    from jobs.steps.diff import format_diff, stored
+
+    lake = Lake(Config.from_env(lake=args.lake).lake)
+    if not lake.path("plan_diffs").exists():
+        raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
+    print(format_diff(stored(lake, args.group, args.generation, args.strategy)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -365,6 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_snapshot,
         _add_run,
         _add_what_if,
+        _add_migration,
+        _add_diff,
         _add_sql,
         _add_report,
         _add_review,

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from jobs.context import RunContext
     from jobs.steps.ingest import IngestResult
 
-NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", "publish", "report", "review", "signals")
+AFTER_PLAN = ("changes", "migration", "diff")  # steps that write onto the generations `plan` allocates
+NIGHTLY = ("ingest", "verify", "skew", "plan", *AFTER_PLAN, "gate", "publish", "report", "review", "signals")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
 
 
@@ -76,6 +77,30 @@ def plan(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
     return plan.run(ctx, weights=skew.partition_weights(ctx.lake, ctx.run_id))
 
 
+def changes(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What changed in each planned group since its previous snapshot (joins, leaves, subscriptions, partitions).
+
+    Runs once the plan step has allocated the run's generations: the changes are stored on them.
+    """
+    from jobs.steps import changes
+
+    return changes.run(ctx)
+
+
+def migration(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
+    """Readiness of every planned classic group for group.protocol=consumer (KIP-848), per generation."""
+    from jobs.steps import migration
+
+    return migration.run(ctx)
+
+
+def diff(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
+    """Each candidate against today's assignment, member by member (partitions gained and lost)."""
+    from jobs.steps import diff
+
+    return diff.run(ctx)
+
+
 def gate(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
     """Validate the run's chosen candidates with Great Expectations."""
     from jobs.steps import gate
@@ -128,6 +153,9 @@ STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "scenario": scenario,
     "skew": skew,
     "plan": plan,
+    "changes": changes,
+    "migration": migration,
+    "diff": diff,
     "gate": gate,
     "publish": publish,
     "report": report,

@@ -144,6 +144,7 @@ GENERATIONS = table(
         ("status", pa.string()),
         ("gate_summary", pa.string()),
         ("changes", pa.string()),
+        ("changes", pa.string()),
         ("status_reason", pa.string()),
         ("status_at", TS),
         ("reviewed_by", pa.string()),
@@ -171,6 +172,46 @@ GATE_RESULTS = table(
         ("details", pa.string()),
     ],
     "one Great Expectations result per generation, group and expectation",
+)
+
+MOVE = pa.struct(
+    [("topic", pa.string()), ("partition", pa.int32()), ("from_member", pa.string()), ("to_member", pa.string())]
+)
+
+MIGRATION_READINESS = table(
+    "migration_readiness",
+    ("generation_id", "group_id"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("snapshot_id", pa.string()),
+        ("client_assignor", pa.string()),
+        ("server_assignor", pa.string()),
+        ("ready", pa.bool_()),
+        ("blockers", pa.list_(pa.string())),
+        ("warnings", pa.list_(pa.string())),
+        ("partitions", pa.int32()),
+        ("partitions_moved", pa.int32()),
+        ("moves", pa.list_(MOVE)),
+    ],
+    "what would change if a classic group moved to group.protocol=consumer (KIP-848): the server assignor it gets, "
+    "what blocks the online upgrade, warnings, and the partitions the server assignor would move",
+)
+
+PLAN_DIFFS = table(
+    "plan_diffs",
+    ("generation_id", "group_id", "strategy", "member"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("strategy", pa.string()),
+        ("member", pa.string()),
+        ("partitions_before", pa.int32()),
+        ("partitions_after", pa.int32()),
+        ("gained", pa.list_(TOPIC_PARTITION)),
+        ("lost", pa.list_(TOPIC_PARTITION)),
+    ],
+    "each candidate against today's assignment, per member: partitions gained and lost",
 )
 
 MOVE = pa.struct(

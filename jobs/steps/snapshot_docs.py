@@ -1,0 +1,85 @@
+"""Snapshots as the lake holds them, rebuilt as snapshot-file documents (both group protocols' fields)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.io.lake import Lake
+
+_GROUP_FIELDS = ("state", "protocol_type", "protocol", "group_type", "state_reason", "server_assignor")
+_EPOCHS = ("group_epoch", "assignment_epoch")
+
+
+def snapshot_documents(lake: Lake, snapshot_id: str, groups: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """group id -> document for every group of one snapshot (or the named ones), members sorted by id."""
+    rows = [
+        r
+        for r in lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)]).to_pylist()
+        if groups is None or r["group_id"] in groups
+    ]
+    counts = {
+        r["topic"]: r["partition_count"]
+        for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)]).to_pylist()
+    }
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_group.setdefault(r["group_id"], []).append(r)
+    return {g: document(members, counts) for g, members in sorted(by_group.items())}
+
+
+def document(rows: list[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, Any]:
+    """One group's rows of one snapshot as a document; its topics are those its members subscribe to or hold."""
+    first = rows[0]
+    members = sorted((r for r in rows if r["member_id"]), key=lambda r: r["member_id"])
+    used = {t for m in members for t in m["topics"]}
+    used |= {tp["topic"] for m in members for field in ("assignment", "owned") for tp in m[field] or []}
+    doc: dict[str, Any] = {
+        "group_id": first["group_id"],
+        "snapshot_id": first["snapshot_id"],
+        "generation": first["kafka_generation"],
+        **{f: first[f] for f in _GROUP_FIELDS if first.get(f) is not None},
+        **{f: first[f] for f in _EPOCHS if first.get(f) is not None},
+        "topics": {t: counts[t] for t in sorted(used) if t in counts},
+        "members": [_member(m) for m in members],
+    }
+    return doc
+
+
+def _member(row: Mapping[str, Any]) -> dict[str, Any]:
+    member = {
+        "member_id": row["member_id"],
+        "group_instance_id": row["group_instance_id"],
+        "rack": row["rack"],
+        "strategies": list(row["strategies"] or []),
+        "topics": list(row["topics"] or []),
+        "owned": _pairs(row["owned"]),
+        "assignment": _pairs(row["assignment"]),
+    }
+    for field in ("member_epoch", "subscription_user_data"):
+        if row.get(field) is not None:
+            member[field] = row[field]
+    if row.get("target_assignment") is not None:
+        member["target_assignment"] = _pairs(row["target_assignment"])
+    return member
+
+
+def _pairs(tps: list[Mapping[str, Any]] | None) -> list[list[Any]]:
+    return [[tp["topic"], tp["partition"]] for tp in tps or []]
+
+
+def previous_snapshot_id(lake: Lake, group_id: str, snapshot_id: str) -> str | None:
+    """The group's snapshot captured just before `snapshot_id` (by capture time, then id), if any."""
+    rows = lake.read_arrow("snapshots", [("group_id", "=", group_id)]).select(["snapshot_id", "captured_at"])
+    moments = sorted({(r["captured_at"], r["snapshot_id"]) for r in rows.to_pylist()})
+    ids = [s for _, s in moments]
+    if snapshot_id not in ids:
+        return None
+    at = ids.index(snapshot_id)
+    return ids[at - 1] if at > 0 else None
+
+
+def run_generations(lake: Lake, run_id: str) -> dict[str, int]:
+    """group id -> the generation id this run holds (allocated by the plan step)."""
+    rows = lake.read_arrow("generations", [("run_id", "=", run_id)]).select(["group_id", "generation_id"])
+    return {r["group_id"]: r["generation_id"] for r in rows.to_pylist()}
