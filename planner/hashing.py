@@ -13,7 +13,7 @@ per-key Python.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -111,7 +111,8 @@ def _list_buffers(keys: Iterable[bytes | str | None]) -> tuple[np.ndarray, np.nd
     """Pack a sequence of keys into Arrow-style offsets and data (joined in C, hashed vectorized)."""
     items = [k.encode("utf-8") if isinstance(k, str) else k for k in keys]
     nulls = np.fromiter((k is None for k in items), dtype=bool, count=len(items))
-    packed = [b"" if k is None else k for k in items] if nulls.any() else items
+    # Without nulls `items` is already all bytes: no second list (the cast records what `nulls` proved).
+    packed = [b"" if k is None else k for k in items] if nulls.any() else cast("list[bytes]", items)
     offsets = np.zeros(len(packed) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, packed), dtype=np.int64, count=len(packed)), out=offsets[1:])
     data = np.frombuffer(b"".join(packed), dtype=np.uint8)
@@ -212,16 +213,20 @@ def _hash_chunk(
         base = 0
     longest = int(ln.max())
     nblocks = (ln >> 2).astype(np.uint8 if longest < 1 << 10 else np.uint16 if longest < 1 << 18 else np.uint32)
-    # Why: a stable sort on small unsigned ints is a radix sort in NumPy (linear, no comparisons).
-    order = np.argsort(nblocks, kind="stable")
     counts = np.bincount(nblocks)
     top = len(counts) - 1
     starts = [0, *np.cumsum(counts).tolist()]  # starts[j]: first key (in sorted order) with at least j blocks
     pos = off - base
     lo, hi = w.lo[:n], w.hi[:n]
-    # Why in memory order first: the chunk's first read then streams from RAM instead of jumping around it.
-    np.take(words, pos >> 3, out=hi, mode="wrap")
-    np.take(hi, order, out=lo, mode="wrap")
+    if counts[top] == n:  # keys of one block count (fixed-size keys): already in order, nothing to permute
+        order: Any = slice(None)
+        np.take(words, pos >> 3, out=lo, mode="wrap")
+    else:
+        # Why: a stable sort on small unsigned ints is a radix sort in NumPy (linear, no comparisons).
+        order = np.argsort(nblocks, kind="stable")
+        # Why in memory order first: the chunk's first read then streams from RAM instead of around it.
+        np.take(words, pos >> 3, out=hi, mode="wrap")
+        np.take(hi, order, out=lo, mode="wrap")
     # Why packed: one gather puts both a key's position and its length % 4 in sorted order.
     packed = (pos << 2) | (ln & 3)
     packed = packed[order]

@@ -30,7 +30,9 @@ def _claims(group: GroupSpec, assignment: Assignment) -> tuple[np.ndarray, np.nd
         return parts, assignment[parts].astype(np.int64), []
     member_id = {m: i for i, m in enumerate(group.members)}
     topic_id = {t: i for i, t in enumerate(group.topics)}
-    parts, members, problems = [], [], []
+    part_ids: list[int] = []
+    member_ids: list[int] = []
+    problems: list[str] = []
     for m, pairs in assignment.items():
         for t, p in pairs:
             if m not in member_id:
@@ -38,9 +40,9 @@ def _claims(group: GroupSpec, assignment: Assignment) -> tuple[np.ndarray, np.nd
             elif t not in topic_id or not 0 <= p < group.partition_counts[topic_id[t]]:
                 problems.append(f"{t}-{p} assigned to {m!r} does not exist")
             else:
-                parts.append(int(group.topic_start[topic_id[t]]) + p)
-                members.append(member_id[m])
-    return np.asarray(parts, dtype=np.int64), np.asarray(members, dtype=np.int64), problems
+                part_ids.append(int(group.topic_start[topic_id[t]]) + p)
+                member_ids.append(member_id[m])
+    return np.asarray(part_ids, dtype=np.int64), np.asarray(member_ids, dtype=np.int64), problems
 
 
 def _name(group: GroupSpec, part: int) -> str:
@@ -60,8 +62,8 @@ def assigned_exactly_once(group: GroupSpec | Mapping[str, Any], assignment: Assi
     parts, _, problems = _claims(spec, assignment)
     times = np.bincount(parts, minlength=spec.num_partitions)
     wanted = np.repeat(subscribed_topics(spec), spec.partition_counts)
-    problems += [f"{_name(spec, p)} assigned {times[p]} times" for p in np.flatnonzero(times > 1)]
-    problems += [f"{_name(spec, p)} is not assigned" for p in np.flatnonzero(wanted & (times == 0))]
+    problems += [f"{_name(spec, p)} assigned {times[p]} times" for p in np.flatnonzero(times > 1).tolist()]
+    problems += [f"{_name(spec, p)} is not assigned" for p in np.flatnonzero(wanted & (times == 0)).tolist()]
     return _report(problems)
 
 
@@ -70,7 +72,7 @@ def at_most_once(group: GroupSpec | Mapping[str, Any], assignment: Assignment) -
     spec = _spec(group)
     parts, _, problems = _claims(spec, assignment)
     times = np.bincount(parts, minlength=spec.num_partitions)
-    problems += [f"{_name(spec, p)} assigned {times[p]} times" for p in np.flatnonzero(times > 1)]
+    problems += [f"{_name(spec, p)} assigned {times[p]} times" for p in np.flatnonzero(times > 1).tolist()]
     return _report(problems)
 
 

@@ -74,7 +74,7 @@ class _Accumulator:
 
     def needs_new_batch(self, p: int, size: int) -> bool:
         """True when appending `size` bytes to partition p would create a batch (abortOnNewBatch)."""
-        return self.open_bytes[p] == 0 or self.open_bytes[p] + size > self.batch_size
+        return bool(self.open_bytes[p] == 0 or self.open_bytes[p] + size > self.batch_size)
 
     def append(self, p: int, size: int) -> None:
         """Append one record, closing the open batch first if it cannot take it."""
@@ -87,7 +87,7 @@ class _Accumulator:
 
     def batch_full(self, p: int, next_size: int) -> bool:
         """RecordAccumulator.allBatchesFull: no open batch, or it cannot take the next record."""
-        return self.open_bytes[p] == 0 or self.open_bytes[p] + next_size > self.batch_size
+        return bool(self.open_bytes[p] == 0 or self.open_bytes[p] + next_size > self.batch_size)
 
     def drain(self) -> None:
         """linger.ms expired: the sender takes every open batch."""
