@@ -87,3 +87,13 @@ def test_same_answer_whatever_the_chunk_boundaries() -> None:
     for start in (1, 3, 32_767, 32_768, 32_769):
         part = hash_words(*key_buffers(pa.array(keys, pa.binary()).slice(start)), MURMUR2)
         assert (part == whole[start:]).all()
+
+
+@pytest.mark.parametrize("lengths", [(36,), (36, 37, 38, 39), (0, 1, 2, 3)])
+def test_keys_of_one_block_count(lengths: tuple[int, ...]) -> None:
+    # Fixed-size keys skip the sort: the chunk is already in block-count order.
+    rng = np.random.default_rng(len(lengths))
+    keys = [rng.bytes(int(n)) for n in rng.choice(lengths, 40_000)]
+    for shift in (0, 5):
+        arr = _binary(keys, data_shift=shift)
+        assert (murmur2_many(arr).view(np.uint32) == _scalar(keys)).all()
