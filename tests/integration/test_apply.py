@@ -22,7 +22,14 @@ from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.demo import cluster as demo_cluster
-from jobs.demo.apply import PlannedGroup, double_ownership, planned_by_client, planned_group, wait_converged
+from jobs.demo.apply import (
+    PlannedGroup,
+    apply_demo,
+    double_ownership,
+    planned_by_client,
+    planned_group,
+    wait_converged,
+)
 from jobs.io.lake import Lake
 from jobs.steps import export
 from planner import assign
@@ -192,3 +199,17 @@ def test_export_and_verify_name_what_is_wrong(setup: Setup, capsys: pytest.Captu
     assert "no approved plan of group 'apply-billing' older than snapshot 'nightly-1'" in capsys.readouterr().err
     assert main(["export", "--group", BILLING, "--lake", lake]) == 0
     assert json.loads(capsys.readouterr().out) == setup.plans[BILLING].to_json()
+
+
+def test_the_demo_restarts_a_group_on_its_plan_and_verifies_it(setup: Setup) -> None:
+    """`apply_demo` as `rebalance demo` calls it once the demo groups stopped: the group's members are down."""
+    summary = apply_demo(setup.bootstrap, setup.lake.root, BILLING)
+    plan = setup.plans[BILLING]
+    lines = summary.splitlines()
+    assert lines[0].startswith(f"exported group {BILLING} generation {plan.generation_id} (range) -> ")
+    assert "restarted 3 members with PlannedAssignor (fallback range); converged to the plan in" in lines[1]
+    for client, partitions in planned_by_client(plan).items():
+        assert any(line.startswith(f"  {client}: ") for line in lines)
+        assert len(partitions) in (5, 6)
+    assert f"group {BILLING}: generation {plan.generation_id} (range) vs snapshot apply__" in summary
+    assert summary.endswith("applied, all 16 partitions owned as planned")
