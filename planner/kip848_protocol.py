@@ -170,7 +170,7 @@ def _topics(topics: tuple[AssignedTopic, ...]) -> bytes:
         _uuid(t.topic_id)
         + _compact_string(t.topic)
         + _uvarint(len(t.partitions) + 1)
-        + b"".join(struct.pack(">i", p) for p in t.partitions)
+        + struct.pack(f">{len(t.partitions)}i", *t.partitions)
         + NO_TAGGED_FIELDS
         for t in topics
     ]
@@ -319,9 +319,9 @@ def _read_topics(r: _Reader, expected: str) -> tuple[AssignedTopic, ...]:
     for _ in range(r.array(f"{expected}.TopicPartitions", 16 + 1 + 1 + 1)):
         topic_id = base64.urlsafe_b64encode(r.take(16, f"{expected}.TopicId")).rstrip(b"=").decode("ascii")
         name = r.string(f"{expected}.TopicName")
-        partitions = tuple(
-            r.fixed(">i", f"{expected}.Partitions[]") for _ in range(r.array(f"{expected}.Partitions", 4))
-        )
+        count = r.array(f"{expected}.Partitions", 4)
+        # One unpack per topic, not one per partition: a large group lists hundreds of thousands of them.
+        partitions = struct.unpack(f">{count}i", r.take(4 * count, f"{expected}.Partitions[]"))
         r.tagged_fields(f"{expected}.TopicPartitions")
         topics.append(AssignedTopic(topic_id, name, partitions))
     r.tagged_fields(expected)
