@@ -42,8 +42,10 @@ NO_KEYED_PARTITION = -1
 _CHUNK = 1 << 15  # keys hashed per pass: the chunk's bytes (~1 MB for 32-byte keys) stay in L2/L3 cache
 _M32 = np.uint32(_M)
 _SHIFT_R = np.uint32(_R)
-# Indexed by length % 4: which bytes of the word at the key's tail belong to the key.
+# Indexed by length % 4: which bytes of the word at the key's tail belong to the key, and whether
+# murmur2's `case 1: h *= m` runs (it does for 3, 2 and 1 by fall-through).
 _TAIL_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF], dtype=np.uint32)
+_TAIL_MULT = np.array([1, _M, _M, _M], dtype=np.uint32)
 
 
 def _to_int32(x: int) -> int:
@@ -227,16 +229,11 @@ def _hash_chunk(
         # Why in memory order first: the chunk's first read then streams from RAM instead of around it.
         np.take(words, pos >> 3, out=hi, mode="wrap")
         np.take(hi, order, out=lo, mode="wrap")
-    # Why packed: one gather puts both a key's position and its length % 4 in sorted order.
-    packed = (pos << 2) | (ln & 3)
-    packed = packed[order]
-    rem = packed & 3
-    pos = packed >> 2
+    pos = pos[order]
     index = pos >> 3
     shift = ((pos & 7) << 3).view(np.uint64)
     back = np.uint64(64) - shift  # a shift by 64 gives 0 in NumPy: an aligned key takes nothing from hi
-    ln_sorted = np.repeat(np.arange(0, 4 * len(counts), 4, dtype=np.int64), counts)
-    ln_sorted |= rem
+    ln_sorted = ln[order]
     h = fn.init(ln_sorted)
     k0, k1, tmp, tail = w.k0[:n], w.k1[:n], w.tmp[:n], w.tail[:n]
     for i in range(top // 2 + 1):
@@ -258,6 +255,7 @@ def _hash_chunk(
             fn.block(h[c:], k1[c:], tmp[c:])
         lo, hi = hi, lo  # this pair's upper word is the next pair's lower one
     # The tail's bytes past the key's end (the next key, or padding) are masked off.
+    rem = ln_sorted & 3
     np.bitwise_and(tail, _TAIL_MASK.take(rem), out=tail)
     fn.finish(h, tail, rem)
     out[order] = h
@@ -283,7 +281,7 @@ def _murmur2_block(h: np.ndarray, k: np.ndarray, tmp: np.ndarray) -> None:
 def _murmur2_finish(h: np.ndarray, tail: np.ndarray, rem: np.ndarray) -> None:
     """Utils.murmur2's `switch (length % 4)` and final avalanche (`tail` serves as scratch once folded in)."""
     np.bitwise_xor(h, tail, out=h)  # case 3: h ^= b2 << 16; case 2: h ^= b1 << 8; case 1: h ^= b0
-    np.multiply(h, _M32, out=h, where=rem != 0)  # case 1 (reached from 3 and 2 by fall-through): h *= m
+    np.multiply(h, _TAIL_MULT.take(rem), out=h)  # case 1 (reached from 3 and 2 by fall-through): h *= m
     np.right_shift(h, np.uint32(13), out=tail)
     np.bitwise_xor(h, tail, out=h)  # h ^= h >>> 13
     np.multiply(h, _M32, out=h)  # h *= m
