@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.errors import InputError
 
@@ -49,7 +50,7 @@ class PartitionRacks:
         index = {r: i for i, r in enumerate(self.names)}
         return np.asarray([index.get(r, UNKNOWN_RACK) if r else NO_RACK for r in racks], dtype=np.int64)
 
-    def contains(self, partitions: np.ndarray, rack_ids: np.ndarray) -> np.ndarray:
+    def contains(self, partitions: np.ndarray, rack_ids: np.ndarray) -> NDArray[np.bool_]:
         """bool per pair: partition partitions[i] has a replica on rack rack_ids[i] (-1 never matches)."""
         rack_ids = np.asarray(rack_ids, dtype=np.int64)
         if len(self.ids) == 0:
@@ -60,7 +61,8 @@ class PartitionRacks:
         keys = np.repeat(np.arange(len(self.offsets) - 1, dtype=np.int64), np.diff(self.offsets)) * width + self.ids
         want = np.asarray(partitions, dtype=np.int64) * width + rack_ids
         at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-        return (rack_ids >= 0) & (keys[at] == want)
+        found: NDArray[np.bool_] = (rack_ids >= 0) & (keys[at] == want)
+        return found
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,9 +113,9 @@ class GroupSpec:
 
 
 def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"{what} must be an integer, got {value!r}")
 
 
 def _str_or_none(value: Any, what: str) -> str | None:

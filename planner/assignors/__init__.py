@@ -51,7 +51,7 @@ def load(strategy: str) -> Assignor:
     except (ImportError, AttributeError) as e:
         raise InputError(f"cannot load assignor {strategy!r}: {e}") from e
     try:
-        assignor = cls()
+        assignor: Assignor = cls()
     except TypeError as e:
         raise InputError(f"cannot build assignor {strategy!r} with no arguments: {e}") from e
     if not callable(getattr(assignor, "assign", None)):

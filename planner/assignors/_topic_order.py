@@ -9,6 +9,7 @@ Kafka's, since Kafka's order follows ids that the group does not carry.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.group import GroupSpec
 
@@ -33,9 +34,9 @@ def hash_set_order(group: GroupSpec, topics: np.ndarray, source_size: int) -> np
     return topics[np.lexsort((topics, bucket))]
 
 
-def uuid_hash_codes(bits: np.ndarray) -> np.ndarray:
+def uuid_hash_codes(bits: np.ndarray) -> NDArray[np.int64]:
     """Uuid.hashCode of (most, least) significant bits rows, as unsigned 32-bit values in int64."""
-    xor = (bits[:, 0] ^ bits[:, 1]).view(np.uint64)
+    xor: NDArray[np.uint64] = (bits[:, 0] ^ bits[:, 1]).view(np.uint64)
     return ((xor >> np.uint64(32)) ^ (xor & np.uint64(0xFFFFFFFF))).astype(np.int64)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.group import NO_RACK, GroupSpec, PartitionRacks, previous_owners, subscribed_topics
 
@@ -51,10 +52,11 @@ class _RackInfo:
     racks: PartitionRacks  # replica racks per partition id
     consumers_on: np.ndarray  # per partition id: numConsumersByPartition, members on any of its racks
 
-    def mismatches(self, members: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+    def mismatches(self, members: np.ndarray, partitions: np.ndarray) -> NDArray[np.bool_]:
         """racksMismatch per (member, partition) pair: the member has a rack and the partition no replica on it."""
         rack = self.member_rack[members]
-        return (rack != NO_RACK) & ~self.racks.contains(partitions, rack)
+        mismatched: NDArray[np.bool_] = (rack != NO_RACK) & ~self.racks.contains(partitions, rack)
+        return mismatched
 
 
 def _rack_info(group: GroupSpec, prefer: bool) -> _RackInfo | None:
@@ -229,10 +231,10 @@ def _rack_aware_round_robin(
     return np.asarray(left, dtype=np.int64)
 
 
-def _repeat_ranges(lengths: np.ndarray) -> np.ndarray:
+def _repeat_ranges(lengths: np.ndarray) -> NDArray[np.int64]:
     """concatenate([arange(n) for n in lengths]) without a Python loop."""
     total = int(lengths.sum())
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    starts: NDArray[np.int64] = np.repeat(np.cumsum(lengths) - lengths, lengths)
     return np.arange(total, dtype=np.int64) - starts
 
 
@@ -275,7 +277,7 @@ def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, 
     counts[eligible] += added
 
 
-def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> np.ndarray:
+def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> NDArray[np.int64]:
     """Units per member so that base + added is as level as possible; the level's remainder goes to the
     members with the largest `tie`, then the lowest index."""
     lo, hi = int(base.min()), int(base.min()) + units
@@ -285,7 +287,7 @@ def _water_fill(base: np.ndarray, units: int, tie: np.ndarray) -> np.ndarray:
             lo = mid
         else:
             hi = mid - 1
-    added = np.maximum(lo - base, 0)
+    added: NDArray[np.int64] = np.maximum(lo - base, 0)
     remainder = units - int(added.sum())
     at_level = np.flatnonzero(base <= lo)
     lucky = at_level[np.lexsort((at_level, -tie[at_level]))][:remainder]

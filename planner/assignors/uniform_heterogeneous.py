@@ -18,6 +18,7 @@ break on Uuid.compareTo when topic ids are given, on the name otherwise. Racks a
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.assignors._topic_order import uuid_rank
 from planner.group import GroupSpec
@@ -83,22 +84,25 @@ def _assign_remaining(group: GroupSpec, owner: np.ndarray, sizes: np.ndarray, t:
     sizes[ranked] += slots
 
 
-def _fill(base: np.ndarray, units: int) -> np.ndarray:
+def _fill(base: np.ndarray, units: int) -> NDArray[np.int64]:
     """Slots per member (sorted ascending by `base`) taken by the first `units` (level, position) slots."""
     # Units needed to lift the members below base[i] up to it: i * base[i] - sum(base[:i]), nondecreasing in i.
     below = np.concatenate([[0], np.cumsum(base)[:-1]])
     lifted = np.arange(len(base)) * base - below
     i = int(np.searchsorted(lifted, units, side="right"))  # members reached: the level stops below base[i]
     level = (units + int(below[i - 1]) + int(base[i - 1])) // i  # highest level the first i members fill
-    slots = np.maximum(level - base, 0)
+    slots: NDArray[np.int64] = np.maximum(level - base, 0)
     extra = units - int(slots.sum())  # at `level`, one more for the first `extra` members in sorted order
     slots[:extra] += 1
     return slots
 
 
-def _ranges(lengths: np.ndarray) -> np.ndarray:
+def _ranges(lengths: np.ndarray) -> NDArray[np.int64]:
     """concatenate([arange(n) for n in lengths]) without a Python loop."""
-    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ranges: NDArray[np.int64] = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(lengths) - lengths, lengths
+    )
+    return ranges
 
 
 def _balance(

@@ -21,6 +21,7 @@ awareness from the server-side assignors (KAFKA-16694) and 4.0 ships without it.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.assignors._topic_order import hash_set_order
 from planner.group import GroupSpec
@@ -67,7 +68,7 @@ def _revoke(
     return np.bincount(holder[keep], minlength=len(group.members)), held[~keep]
 
 
-def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray) -> np.ndarray:
+def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray) -> NDArray[np.int64]:
     """The partitions `!groupSpec.isPartitionAssigned`, topic by topic as the HashSet of subscribed ids iterates.
 
     The set is built from the first member's subscribedTopicIds, whose size() counts every subscribed name,
@@ -76,7 +77,8 @@ def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray
     walk = hash_set_order(group, subscribed, len(subscribed) + len(group.unknown_topics[0]))
     lengths = group.partition_counts[walk]
     parts = np.repeat(group.topic_start[walk], lengths) + _ranges(lengths)
-    return parts[target[parts] < 0]
+    never: NDArray[np.int64] = parts[target[parts] < 0]
+    return never
 
 
 def _assign_remaining(owner: np.ndarray, unassigned: np.ndarray, room: np.ndarray) -> None:
@@ -87,6 +89,9 @@ def _assign_remaining(owner: np.ndarray, unassigned: np.ndarray, room: np.ndarra
     owner[unassigned] = takers[: len(unassigned)]
 
 
-def _ranges(lengths: np.ndarray) -> np.ndarray:
+def _ranges(lengths: np.ndarray) -> NDArray[np.int64]:
     """concatenate([arange(n) for n in lengths]) without a Python loop."""
-    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ranges: NDArray[np.int64] = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(lengths) - lengths, lengths
+    )
+    return ranges
