@@ -168,7 +168,7 @@ def _enum(arg: list[Any], *_: Any) -> Check:
     return lambda v: isinstance(v, str) and v in allowed
 
 
-def _ref(arg: str, _sub: Any, _compile: Any, compile_ref: Any) -> Check:
+def _ref(arg: str, _sub: Any, _compile: Any, compile_ref: Callable[[str], Check]) -> Check:
     return compile_ref(arg)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ def _read_whole(data: bytes, source: str) -> list[Document]:
         raise InputError(f"no groups in {source}")
     _check_depth(data, source)
     decoder = _Decoder()
-    pos = _WHITESPACE.match(text).end()
+    pos = _skip_whitespace(text, 0)
     if text[pos] != "[":
         doc = decoder.decode(text, pos, source)
         if not isinstance(doc, dict):
@@ -183,7 +184,7 @@ def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:
         text = _decode(line, where, start, offset)
         _check_depth(line, where, offset)
         decoder = _Decoder()
-        doc = decoder.decode(text, _WHITESPACE.match(text).end(), where)
+        doc = decoder.decode(text, _skip_whitespace(text, 0), where)
     except InputError as e:
         return Document(source, line, error=str(e), line=number)
     document = Document(source, line, doc, line=number)
@@ -202,7 +203,7 @@ class _Invalid:
         self.reason = reason
 
 
-class _DuplicateKeys(dict):
+class _DuplicateKeys(dict[str, Any]):
     """An object that named `key` twice; Python's json would silently keep the last value."""
 
     key: str = ""
@@ -229,10 +230,8 @@ class _Decoder:
         if len(obj) == len(pairs):
             return obj
         self.marked = True
-        seen: set[str] = set()
-        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
         marked = _DuplicateKeys(obj)
-        marked.key = duplicate
+        marked.key = _first_repeated(k for k, _ in pairs)
         return marked
 
     def _float(self, text: str) -> float | _Invalid:
@@ -266,16 +265,16 @@ class _Decoder:
     def array(self, text: str, pos: int, where: str) -> list[tuple[Any, int, int]]:
         """(value, start, end) of each element of the top-level array opening at `pos`."""
         items: list[tuple[Any, int, int]] = []
-        pos = _WHITESPACE.match(text, pos + 1).end()
+        pos = _skip_whitespace(text, pos + 1)
         if text.startswith("]", pos):
             _expect_end(text, pos + 1, where, "the array")
             return items
         while True:
             value, end = self.value_at(text, pos, where)
             items.append((value, pos, end))
-            pos = _WHITESPACE.match(text, end).end()
+            pos = _skip_whitespace(text, end)
             if text.startswith(",", pos):
-                pos = _WHITESPACE.match(text, pos + 1).end()
+                pos = _skip_whitespace(text, pos + 1)
             elif text.startswith("]", pos):
                 _expect_end(text, pos + 1, where, "the array")
                 return items
@@ -283,8 +282,24 @@ class _Decoder:
                 raise InputError(f"{where}: invalid JSON at {_line_column(text, pos)}: expected ',' or ']'")
 
 
+def _skip_whitespace(text: str, pos: int) -> int:
+    """Index of the first character at or after `pos` that is not JSON whitespace."""
+    match = _WHITESPACE.match(text, pos)
+    return match.end() if match else pos  # the pattern matches the empty string, so always a match
+
+
+def _first_repeated(keys: Iterable[str]) -> str:
+    """The first key seen twice (the caller knows there is one)."""
+    seen: set[str] = set()
+    for key in keys:
+        if key in seen:
+            return key
+        seen.add(key)
+    raise ValueError("no repeated key")
+
+
 def _expect_end(text: str, pos: int, where: str, what: str) -> None:
-    end = _WHITESPACE.match(text, pos).end()
+    end = _skip_whitespace(text, pos)
     if end != len(text):
         raise InputError(f"{where}: invalid JSON at {_line_column(text, end)}: extra data after {what}")
 

@@ -11,4 +11,7 @@ from typing import Any
 @cache
 def snapshot_schema() -> dict[str, Any]:
     """The snapshot-file JSON Schema (draft 2020-12), loaded once from schemas/snapshot.schema.json."""
-    return json.loads(resources.files("schemas").joinpath("snapshot.schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(
+        resources.files("schemas").joinpath("snapshot.schema.json").read_text(encoding="utf-8")
+    )
+    return schema
