@@ -296,7 +296,9 @@ def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -
                 yield f"{json_path(path)}: {bad} in {_quoted(text)}"
 
 
-def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> Iterator[tuple[tuple, Any]]:
+def _named(
+    doc: Mapping[str, Any], members: list[_Member], snapshot: bool
+) -> Iterator[tuple[tuple[str | int, ...], Any]]:
     """(path, text) of every id and every text a row stores."""
     for field in ("group_id", "protocol_type", "protocol", "server_assignor", "state_reason"):
         yield (field,), doc.get(field)
@@ -348,12 +350,12 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
             for j, (topic, partition) in enumerate(m.spec.get(field) or []):
                 if partition > INT32_MAX:
                     problem = f"[1]: partition {partition} is above Kafka's int32 maximum {INT32_MAX}"
-                elif (first := listed.setdefault((topic, partition), j)) != j:
-                    problem = f": {_tp(topic, partition)} is listed twice (also {field}[{first}])"
+                elif (first_index := listed.setdefault((topic, partition), j)) != j:
+                    problem = f": {_tp(topic, partition)} is listed twice (also {field}[{first_index}])"
                 elif not snapshot:
                     continue
-                elif (problem := _out_of_range(topics, topic, partition)) is not None:
-                    problem = f": {problem}"
+                elif (out_of_range := _out_of_range(topics, topic, partition)) is not None:
+                    problem = f": {out_of_range}"
                 elif (other := owners.setdefault((topic, partition), m)) is not m and (
                     # A leader (or KIP-848 coordinator, for the target) never assigns a partition twice; two owners
                     # are legal only in different generations, where Kafka keeps the newer claim
