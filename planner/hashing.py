@@ -218,7 +218,7 @@ def _hash_chunk(
     counts = np.bincount(nblocks)
     top = len(counts) - 1
     starts = [0, *np.cumsum(counts).tolist()]  # starts[j]: first key (in sorted order) with at least j blocks
-    pos = off - base
+    pos = off - base if base else off
     lo, hi = w.lo[:n], w.hi[:n]
     if counts[top] == n:  # keys of one block count (fixed-size keys): already in order, nothing to permute
         order: Any = slice(None)
