@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.context import RunContext
@@ -23,7 +23,7 @@ def run(ctx: RunContext) -> dict[str, int]:
     for r in plans:
         if generations.get(r["group_id"]) == r["generation_id"]:
             candidates.setdefault((r["group_id"], r["strategy"]), []).append(r)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (group_id, strategy), partitions in sorted(candidates.items()):
         today = {(r["topic"], r["partition"]): r["previous_member"] for r in partitions if r["previous_member"]}
         after = {(r["topic"], r["partition"]): r["member"] for r in partitions if r["member"]}
@@ -75,7 +75,7 @@ def stored(lake: Lake, group_id: str, generation_id: int | None, strategy: str |
     return sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["member"])
 
 
-def format_diff(rows: list[Mapping[str, Any]]) -> str:
+def format_diff(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per member: partitions before -> after, then what it gains (+) and loses (-)."""
     first = rows[0]
     moved = sum(len(r["gained"]) for r in rows)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.io.lake import Lake
@@ -28,7 +28,7 @@ def snapshot_documents(lake: Lake, snapshot_id: str, groups: set[str] | None = N
     return {g: document(members, counts) for g, members in sorted(by_group.items())}
 
 
-def document(rows: list[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, Any]:
+def document(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, Any]:
     """One group's rows of one snapshot as a document; its topics are those its members subscribe to or hold."""
     first = rows[0]
     members = sorted((r for r in rows if r["member_id"]), key=lambda r: r["member_id"])
