@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from jobs.context import RunContext
 from jobs.io.lake import rows_table
+from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 
 
@@ -70,15 +71,20 @@ def validate(frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE) -> list[di
         batch_parameters={"dataframe": frame},
         result_format={"result_format": "COMPLETE", "unexpected_index_column_names": PLAN_KEY},
     )
-    return [
-        {
-            "expectation": _name(r.expectation_config.type, r.expectation_config.kwargs),
-            "success": bool(r.success),
-            "element_count": r.result.get("element_count"),
-            "unexpected": r.result.get("unexpected_index_list") or [],
-        }
-        for r in outcome.results
-    ]
+    rows = []
+    for r in outcome.results:
+        config = r.expectation_config
+        if config is None:  # GX attaches it to every result of a suite run; without it the row would name nothing
+            raise SourceError("Great Expectations returned a validation result without its expectation")
+        rows.append(
+            {
+                "expectation": _name(config.type, config.kwargs),
+                "success": bool(r.success),
+                "element_count": r.result.get("element_count"),
+                "unexpected": r.result.get("unexpected_index_list") or [],
+            }
+        )
+    return rows
 
 
 def run(ctx: RunContext) -> dict[str, bool]:

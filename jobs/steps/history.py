@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake
 from planner.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The chosen candidate of every generation, partition by partition: "what was group G assigned last Tuesday".
 ASSIGNMENT_HISTORY = """
@@ -77,7 +81,7 @@ def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
 
     check_read_only(spark, sql)
     try:
-        frame = spark.sql(sql).limit(limit).toPandas()
+        frame: pd.DataFrame = spark.sql(sql).limit(limit).toPandas()
     except (ParseException, AnalysisException) as e:
         raise InputError(f"the query is not valid Spark SQL: {_first_line(e)}") from None
     return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

@@ -41,7 +41,9 @@ def settle(lake: Lake, groups: Iterable[str], now: datetime) -> list[dict[str, A
                     f"(run {newest['run_id']}) was published after it"
                 )
                 changed.append({**r, "status": S.ABANDONED.value, "status_reason": reason, "status_at": now})
-            elif r["status"] == S.APPROVED and r["generation_id"] < newest_approved["generation_id"]:
+            elif (
+                r["status"] == S.APPROVED and newest_approved and r["generation_id"] < newest_approved["generation_id"]
+            ):
                 reason = f"generation {newest_approved['generation_id']} was approved"
                 changed.append({**r, "status": S.SUPERSEDED.value, "status_reason": reason, "status_at": now})
     lake.update("generations", rows_table("generations", changed), SETTLED_COLUMNS)
