@@ -466,8 +466,12 @@ def running(
         for g in groups
     ]
     with contextlib.ExitStack() as stack:
-        started = None if bootstrap else stack.enter_context(broker())
-        address = bootstrap or started.bootstrap
+        started: Broker | None = None
+        if bootstrap:
+            address = bootstrap
+        else:
+            started = stack.enter_context(broker())
+            address = started.bootstrap
         create_topics(address, topics)
         produced = produce(address, topics, records_per_topic, seed=seed)
         live = stack.enter_context(

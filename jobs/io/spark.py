@@ -165,9 +165,10 @@ def _connect_session(settings: SparkSettings) -> SparkSession:
         builder = builder.config(name, value)
     try:
         spark = builder.getOrCreate()
-        if spark.session_id not in _shipped_sessions:  # type: ignore[attr-defined]
-            spark.addArtifacts(str(code_zip()), pyfile=True)  # type: ignore[attr-defined]
-            _shipped_sessions.add(spark.session_id)  # type: ignore[attr-defined]
+        # pyspark types remote().getOrCreate() as the classic session, which has no session_id; Connect's has.
+        if spark.session_id not in _shipped_sessions:  # type: ignore[attr-defined]  # see above: Connect-only
+            spark.addArtifacts(str(code_zip()), pyfile=True)
+            _shipped_sessions.add(spark.session_id)  # type: ignore[attr-defined]  # see above: Connect-only
     except ImportError as e:
         raise SourceError(
             f"Spark Connect needs pyspark's connect extras (grpcio, grpcio-status, zstandard): {e}"

@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.choices["connect"].add_argument("--master", default="local[*]", help="the Connect server's own master")
     args = parser.parse_args(argv)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix=f"spark-{args.kind}-"))
+    servers: AbstractContextManager[Server | Cluster]
     if args.kind == "connect":
         servers = connect_server(log_dir, port=args.port, master=args.master, python=args.python)
     else:
