@@ -12,7 +12,7 @@ Hashing is `planner.hashing.hash_words` over whole Arrow arrays, never per row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.kernels.samples import SampleSource, read_units
-from planner.hashing import NO_KEYED_PARTITION, hash_words, key_buffers
+from planner.hashing import NO_KEYED_PARTITION, WordHash, hash_words, key_buffers
 from planner.partitioners import PARTITIONERS, Partitioner, get_partitioner
 
 # Map-side output: key rows (fingerprint null) carry a key's partial sums; fingerprint rows (key null) carry
@@ -75,9 +75,9 @@ class TopicPlan:
         return self.counts[0]
 
 
-def fingerprint_partitioners() -> tuple[Partitioner, ...]:
-    """Every partitioner that places keyed records by their bytes (`random` explains nothing)."""
-    return tuple(p for p in PARTITIONERS.values() if p.keyed and p.word_hash is not None)
+def fingerprint_partitioners() -> tuple[tuple[Partitioner, WordHash], ...]:
+    """Every partitioner that places keyed records by their bytes (`random` explains nothing), with its hash."""
+    return tuple((p, p.word_hash) for p in PARTITIONERS.values() if p.keyed and p.word_hash is not None)
 
 
 def placements(partitioner: Partitioner, keys: pa.Array, counts: Iterable[int]) -> np.ndarray:
@@ -181,16 +181,16 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
     weight = rows["weight_sum"].to_numpy()
     keys = rows["key"].combine_chunks()
     offsets, data, nulls = key_buffers(keys)
-    hashes = {}
-    out: dict[str, list] = {"topic": [], "fingerprint": [], "messages": [], "explained": []}
+    hashes: dict[WordHash, np.ndarray] = {}
+    out: dict[str, list[object]] = {"topic": [], "fingerprint": [], "messages": [], "explained": []}
     seen = np.bincount(topic_index[known], weights=weight[known], minlength=len(topics))
-    for p in fingerprint_partitioners():
-        if p.word_hash not in hashes:
-            hashes[p.word_hash] = hash_words(offsets, data, nulls, p.word_hash)
+    for p, word_hash in fingerprint_partitioners():
+        if word_hash not in hashes:
+            hashes[word_hash] = hash_words(offsets, data, nulls, word_hash)
         hit = np.zeros(len(weight), dtype=bool)
         for n in np.unique(current[known]):
             rows_n = current == n
-            hit[rows_n] = p.fold_many(hashes[p.word_hash][rows_n], int(n)) == observed[rows_n]
+            hit[rows_n] = p.fold_many(hashes[word_hash][rows_n], int(n)) == observed[rows_n]
         explained = np.bincount(topic_index[hit], weights=weight[hit], minlength=len(topics))
         for t in np.flatnonzero(seen):
             out["topic"].append(topics[t])
@@ -327,7 +327,7 @@ def _hot_keys(
     )
 
 
-def _batch(schema: pa.Schema, columns: Mapping[str, object]) -> pa.RecordBatch:
+def _batch(schema: pa.Schema, columns: Mapping[str, Sized]) -> pa.RecordBatch:
     """A record batch of `schema` from the given columns; the others are null."""
     n = len(next(iter(columns.values())))
     arrays = []
