@@ -95,7 +95,12 @@ def readiness(
 
 
 def _blockers(
-    doc: Mapping[str, Any], members: list, client: str | None, server: str | None, policy: str, max_size: int
+    doc: Mapping[str, Any],
+    members: list[Mapping[str, Any]],
+    client: str | None,
+    server: str | None,
+    policy: str,
+    max_size: int,
 ) -> list[str]:
     out = []
     if policy not in UPGRADE_POLICIES:  # GroupMetadataManager.validateOnlineUpgrade
@@ -118,7 +123,9 @@ def _blockers(
     return out
 
 
-def _warnings(doc: Mapping[str, Any], members: list, client: str | None, server: str | None) -> list[str]:
+def _warnings(
+    doc: Mapping[str, Any], members: list[Mapping[str, Any]], client: str | None, server: str | None
+) -> list[str]:
     out = []
     preferred = {_rebalance_protocol(m["strategies"][0]) for m in members if m.get("strategies")}
     if {"eager", "cooperative"} <= preferred:  # KIP-429: cooperative only once every member prefers it
@@ -142,7 +149,9 @@ def _rebalance_protocol(strategy: str) -> str:
         return "eager"
 
 
-def _moves(doc: Mapping[str, Any], members: list, server: str, today: dict[tuple[str, int], str]) -> tuple[Move, ...]:
+def _moves(
+    doc: Mapping[str, Any], members: list[Mapping[str, Any]], server: str, today: dict[tuple[str, int], str]
+) -> tuple[Move, ...]:
     """The server assignor's target with today's assignment as the current target (ConsumerGroup.fromClassicGroup).
 
     A move is (topic, partition, owner today, owner in the target); "" stands for nobody.

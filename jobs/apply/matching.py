@@ -79,13 +79,13 @@ def match_members(plan_members: Mapping[str, PlanMember], live: Iterable[LiveMem
         if m.member_id in free and target is not None and not target.group_instance_id:
             take(m, m.member_id)
     # Rule 3: a restarted dynamic member, by a client id that no other member on either side shares.
-    rest = [m for m in dynamic if m.member_id not in planned and m.client_id]
-    live_clients = Counter(m.client_id for m in rest)
+    rest = [(m, m.client_id) for m in dynamic if m.member_id not in planned and m.client_id]
+    live_clients = Counter(client for _, client in rest)
     plan_clients = Counter(p.client_id for p in free.values() if p.client_id and not p.group_instance_id)
     by_client = {p.client_id: p.member_id for p in free.values() if p.client_id and not p.group_instance_id}
-    for m in rest:
-        if live_clients[m.client_id] == 1 and plan_clients[m.client_id] == 1:
-            take(m, by_client[m.client_id])
+    for m, client in rest:
+        if live_clients[client] == 1 and plan_clients[client] == 1:
+            take(m, by_client[client])
     unknown = tuple(m for m in live if m.member_id not in planned)
     return Match(planned, unknown, tuple(free[p] for p in sorted(free)))
 
