@@ -47,7 +47,7 @@ PARAMS = {
     on_failure_callback=WebhookNotifier(),
     tags=["rebalance"],
 )
-def rebalance_nightly():
+def rebalance_nightly() -> None:
     chain_steps(NIGHTLY, PARAMS)
 
 

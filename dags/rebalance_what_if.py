@@ -47,7 +47,7 @@ PARAMS = {
     on_failure_callback=WebhookNotifier(),
     tags=["rebalance", "what-if"],
 )
-def rebalance_what_if():
+def rebalance_what_if() -> None:
     chain_steps(WHAT_IF, PARAMS)
 
 
