@@ -2,10 +2,12 @@
 
 Input: AbstractStickyAssignorTest.testLargeAssignmentAndGroupWithUniformSubscription, 500 topics x 2,000
 partitions, 2,000 members all subscribed (1,000,000 partitions), written once as a compact-form JSON file.
-Prints (1) the in-process breakdown of one run: read + JSON decode, parse_group, assign, naming + encoding
-of the full form (write_json) and of the compact form, the old `json.dump` of `to_json()` for scale; (2) the
+Prints (1) the in-process breakdown of one run, wall and CPU seconds: read + decode, the rule checks,
+parse_group, assign, naming + encoding of the full form (write_json) and of the compact form, the old
+`json.dump` of `to_json()` for scale; (2) the
 command itself as a subprocess (`.venv/bin/rebalance assign --strategy sticky FILE`, and with `--compact`
-when its `--help` offers it): wall time, including start-up, parsing and output, beside its elapsed_ms.
+when its `--help` offers it): wall time, including start-up, parsing and output, and the child's CPU time
+(the figure that holds on a busy machine) beside its elapsed_ms.
 Run: `python bench/assign_cli.py [--strategy sticky] [--repeat 3] [--skip-slow]`.
 """
 
@@ -15,6 +17,7 @@ import argparse
 import io
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,58 +39,62 @@ def write_input(path: Path, topics: int = 500, partitions: int = 2000, members: 
 
 
 def timed(fn):
-    """(result, seconds) of fn()."""
-    start = time.perf_counter()
+    """(result, wall seconds, CPU seconds) of fn()."""
+    wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
-    return out, time.perf_counter() - start
+    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def breakdown(path: Path, strategy: str, skip_slow: bool) -> None:
-    """One in-process run, phase by phase, output to the null device."""
+    """One in-process run of the command's phases, output to the null device: wall and CPU seconds each."""
     from planner.assignment import assign_arrays, result_of, write_json
-    from planner.group import parse_group
+    from planner.group import from_snapshot, is_snapshot, parse_group
+    from schemas.reader import read_groups
+    from schemas.rules import Limits, check_group
 
-    doc, t_load = timed(lambda: json.loads(path.read_text()))
-    print(f"  {'read + json.loads':34s} {t_load:.3f} s")
-    try:
-        import msgspec
+    def row(name: str, wall: float, cpu: float, note: str = "") -> None:
+        print(f"  {name:34s} {wall:6.3f} s wall {cpu:6.3f} s CPU {note}")
 
-        _, t_msgspec = timed(lambda: msgspec.json.decode(path.read_bytes()))
-        print(f"  {'(read + msgspec.json.decode)':34s} {t_msgspec:.3f} s")
-    except ImportError:
-        pass
-    spec, t_parse = timed(lambda: parse_group(doc))
-    print(f"  {'parse_group':34s} {t_parse:.3f} s")
-    arrays, t_assign = timed(lambda: assign_arrays(strategy, spec))
-    print(f"  {'assign':34s} {t_assign:.3f} s (elapsed_ms {arrays.elapsed_ms:.0f})")
+    groups, wall, cpu = timed(lambda: read_groups(path.read_bytes(), str(path)))
+    row("read + decode (schemas.reader)", wall, cpu)
+    _, wall, cpu = timed(lambda: [check_group(g, Limits.from_env()) for g in groups])
+    row("check (schemas.rules)", wall, cpu)
+    group = groups[0]
+    spec, wall, cpu = timed(lambda: parse_group(from_snapshot(group) if is_snapshot(group) else group))
+    row("parse_group", wall, cpu)
+    arrays, wall, cpu = timed(lambda: assign_arrays(strategy, spec))
+    row("assign", wall, cpu, f"(elapsed_ms {arrays.elapsed_ms:.0f})")
     with open(os.devnull, "w", encoding="utf-8") as null:
         for compact in (False, True):
             result = result_of(arrays)  # fresh: names are built inside write_json, not cached from a run before
-            _, t_write = timed(lambda r=result, c=compact: write_json(r, null, compact=c))
+            _, wall, cpu = timed(lambda r=result, c=compact: write_json(r, null, compact=c))
             out = io.BytesIO()
             write_json(result, out, compact=compact)
-            label = f"name + encode + write, {'compact' if compact else 'full'}"
-            print(f"  {label:34s} {t_write:.3f} s ({len(out.getvalue()) / 1e6:.1f} MB)")
+            form = "compact" if compact else "full"
+            row(f"name + encode + write, {form}", wall, cpu, f"({len(out.getvalue()) / 1e6:.1f} MB)")
         if not skip_slow:
             result = result_of(arrays)
-            _, t_old = timed(lambda: json.dump(result.to_json(), null))
-            print(f"  {'before: to_json() + json.dump':34s} {t_old:.3f} s")
+            _, wall, cpu = timed(lambda: json.dump(result.to_json(), null))
+            row("before: to_json() + json.dump", wall, cpu)
 
 
 def run_cli(path: Path, strategy: str, extra: list[str], repeat: int) -> None:
-    """The command as a user runs it: best wall time of `repeat` runs, and the elapsed_ms it printed."""
+    """The command as a user runs it: best wall time of `repeat` runs, its CPU time, the elapsed_ms it printed."""
     cmd = [str(REBALANCE), "assign", "--strategy", strategy, *extra, str(path)]
-    walls, elapsed, size = [], [], 0
+    walls, cpus, elapsed, size = [], [], [], 0
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(cmd, capture_output=True, check=True)
         walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         size = len(done.stdout)
         elapsed.append(json.loads(done.stdout)["elapsed_ms"])
     label = " ".join(["rebalance assign --strategy", strategy, *extra])
     print(
         f"  {label:45s} wall {min(walls):6.2f} s (runs: {', '.join(f'{w:.2f}' for w in walls)}), "
-        f"elapsed_ms {min(elapsed):.0f}, output {size / 1e6:.1f} MB"
+        f"CPU {min(cpus):.2f} s, elapsed_ms {min(elapsed):.0f}, output {size / 1e6:.1f} MB"
     )
 
 
