@@ -67,11 +67,60 @@ def max_mean_load(group: GroupSpec, owner: np.ndarray) -> float:
     return float(member_loads(group, owner).max()) / mean
 
 
+def topic_classes(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Topics grouped by their exact set of subscribers: the class of each topic (-1: nobody subscribes) and
+    bool[K, M], each class's subscribers; fewest subscribers first, then by first topic (as AbstractStickyAssignor's
+    TopicComparator orders topics)."""
+    sub = group.subscribed_matrix()
+    live = np.flatnonzero(sub.any(axis=0))
+    # Rows packed to bytes and hashed: np.unique(axis=0) compares whole rows and is about 10x slower.
+    set_of: dict[bytes, int] = {}
+    inverse = np.asarray(
+        [set_of.setdefault(row.tobytes(), len(set_of)) for row in np.packbits(sub[:, live].T, axis=1)], dtype=np.int64
+    )
+    first = np.full(len(set_of), len(group.topics), dtype=np.int64)
+    np.minimum.at(first, inverse, live)
+    sets = sub[:, first].T if len(first) else np.zeros((0, len(group.members)), dtype=bool)
+    order = np.lexsort((first, sets.sum(axis=1)))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    tclass = np.full(len(group.topics), -1, dtype=np.int64)
+    tclass[live] = rank[inverse]
+    return tclass, sets[order]
+
+
+def max_load_bound(sets: np.ndarray, class_load: np.ndarray, heaviest: np.ndarray, n_members: int) -> float:
+    """Lower bound on the heaviest member's load (see `load_bound`), from the topic classes' subscriber sets
+    (bool[K, M]) and loads, and the partition loads heaviest first."""
+    best = max(float(class_load.sum()) / max(n_members, 1), _pigeonhole(heaviest, n_members))
+    if len(sets) == 0:
+        return best
+    size = sets.sum(axis=1).astype(np.float64)
+    if len(sets) <= _MAX_SUBSET_CLASSES:
+        a = sets.astype(np.float32)
+        contained = (a @ a.T) >= size[:, None] - 0.5  # contained[i, j]: class i's subscribers lie within j's
+        carried = class_load @ contained  # what class j's subscribers must carry: every class inside it
+    else:
+        carried = class_load
+    return max(best, float((carried / size).max()))
+
+
+def _pigeonhole(heaviest: np.ndarray, n_members: int) -> float:
+    """Among the k x M + 1 heaviest partitions one member holds k + 1, so it carries at least the k + 1 lightest of
+    them (k = 0: the heaviest partition; k = 1: the classic w[M-1] + w[M] bound of P||Cmax scheduling)."""
+    if len(heaviest) == 0 or n_members <= 0:
+        return 0.0
+    k = np.arange((len(heaviest) - 1) // n_members + 1)
+    sums = np.concatenate([[0.0], np.cumsum(heaviest)])
+    return float((sums[k * n_members + 1] - sums[k * n_members - k]).max())
+
+
 def load_bound(group: GroupSpec) -> float:
     """A lower bound on max/mean over every assignment that respects the subscriptions (1.0 = perfectly even).
 
     Sound, not always tight: the maximum of (i) 1, the mean itself; (ii) the heaviest partition, which some member
-    carries whole; (iii) for each set X of members that is the subscriber set of a topic, the load of every topic
+    carries whole, and its pigeonhole extension (of the k x M + 1 heaviest, some member holds k + 1); (iii) for each
+    set X of members that is the subscriber set of a topic, the load of every topic
     whose subscribers all lie in X, spread over |X| (those members must carry it, Hall's condition), which covers a
     member's exclusive partitions (X = that member alone).
     """
@@ -79,23 +128,12 @@ def load_bound(group: GroupSpec) -> float:
     if mean <= 0:
         return 1.0
     w = partition_weights(group)
-    live = assignable(group)
-    best = max(mean, float(w[live].max(initial=0.0)))
-    topics = np.flatnonzero(subscribed_topics(group))
-    if len(topics) == 0:
-        return best / mean
-    topic_load = np.bincount(group.topic_of(np.flatnonzero(live)), weights=w[live], minlength=len(group.topics))
-    # One row per distinct subscriber set; its load is that of every topic with exactly those subscribers.
-    sets, inverse = np.unique(group.subscribed_matrix()[:, topics].T, axis=0, return_inverse=True)
-    own = np.bincount(inverse.ravel(), weights=topic_load[topics], minlength=len(sets))
-    size = sets.sum(axis=1).astype(np.float64)
-    if len(sets) <= _MAX_SUBSET_CLASSES:
-        a = sets.astype(np.float32)
-        contained = (a @ a.T) >= size[:, None] - 0.5  # contained[i, j]: set i lies inside set j
-        carried = own @ contained  # load set j's members must carry: every set inside it
-    else:
-        carried = own
-    return max(best, float((carried / size).max())) / mean
+    tclass, sets = topic_classes(group)
+    pclass = np.repeat(tclass, group.partition_counts)
+    live = pclass >= 0
+    class_load = np.bincount(pclass[live], weights=w[live], minlength=len(sets))
+    heaviest = -np.sort(-w[live])
+    return max_load_bound(sets, class_load, heaviest, len(group.members)) / mean
 
 
 def load_moved(group: GroupSpec, owner: np.ndarray) -> float:
@@ -120,6 +158,7 @@ def gini(loads: np.ndarray) -> float:
 
 __all__ = [
     "assignable",
+    "max_load_bound",
     "gini",
     "load_bound",
     "load_moved",
@@ -127,4 +166,5 @@ __all__ = [
     "mean_load",
     "member_loads",
     "partition_weights",
+    "topic_classes",
 ]

@@ -53,13 +53,14 @@ import numpy as np
 from planner.assignors._member_info import member_info_rank
 from planner.errors import InputError
 from planner.group import GroupSpec, previous_owners
-from planner.load import assignable, partition_weights
+from planner.load import assignable, max_load_bound, partition_weights, topic_classes
 
 MoveBudget = Literal["load", "partitions"]
 _MAX_LPT = 50_000  # heaviest pool partitions placed one by one (heap); the lighter rest in one vectorized cut
 _SWEEPS = 12  # water-filling sweeps for the goals of overlapping topic classes (one when subscriptions are equal)
 _SCANS = 32  # parts_of answers by a scan of owner[] (about 1 ms per million) before it builds the index
-_DONORS = 8  # donors the lightest member tries, heaviest first
+_DONORS = 8  # partners a member tries: the heaviest donors, or the lightest takers for a swap
+_BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of lighter ones
 
 
 class BalancedLoadAssignor:
@@ -125,14 +126,16 @@ def balanced_load_assign(
     _pin_heavy(plan)
     _goals(plan)
     _place(plan)
-    if _settled(plan):
-        return plan.owner  # the orphans' placement alone balances the group: no owned partition moves
+    placed, placed_max, placed_settled = plan.owner.copy(), float(plan.load.max()), _settled(plan)
     plan.drop_index()
     _shed(plan)
     _place(plan)
     _pull(plan)
     _repair_counts(plan)
     _improve(plan)
+    _untangle(plan)
+    if placed_settled and plan.load.max() > placed_max - plan.eps:
+        return placed  # placing the orphans left the group settled and reshuffling does not pay: keep the rest
     return plan.owner
 
 
@@ -153,6 +156,7 @@ class _Plan:
     holds: np.ndarray  # int64[K, M] partitions of class k member m holds
     mean: float
     eps: float  # tolerance x mean: the smallest gain balance acts on
+    bound: float  # the heaviest member carries at least this in any assignment (planner.load.max_load_bound)
     budget: float  # voluntary move allowance (load or partitions), inf without a limit
     budget_by_load: bool
     count_lo: np.ndarray  # int64[M] count floor (0 without max_count_spread)
@@ -180,22 +184,8 @@ class _Plan:
         live = assignable(group)
         topic = group.topic_of(np.arange(group.num_partitions))
         sub = group.subscribed_matrix()
-        # Topic classes: topics with the same subscribers; fewest subscribers first (AbstractStickyAssignor's
-        # TopicComparator), then by first topic id.
-        live_topics = np.flatnonzero(sub.any(axis=0))
-        # Rows packed to bytes and hashed: np.unique(axis=0) compares whole rows and is 10x slower.
-        packed = np.packbits(sub[:, live_topics].T, axis=1)
-        set_of: dict[bytes, int] = {}
-        inverse = np.asarray([set_of.setdefault(row.tobytes(), len(set_of)) for row in packed], dtype=np.int64)
-        first = np.asarray([live_topics[inverse == i][0] for i in range(len(set_of))] if set_of else [], np.int64)
-        sets = sub[:, first].T
-        order = np.lexsort((first, sets.sum(axis=1)))
-        class_of_set = np.empty(len(sets), dtype=np.int64)
-        class_of_set[order] = np.arange(len(sets))
-        tclass = np.full(len(group.topics), -1, dtype=np.int64)
-        tclass[live_topics] = class_of_set[inverse]
-        eligible = sets[order]
-        pclass = np.where(live, tclass[topic], -1)
+        tclass, eligible = topic_classes(group)  # topics with the same subscribers, fewest subscribers first
+        pclass = tclass[topic]
 
         owned, _ = previous_owners(group)
         held = owned >= 0
@@ -204,7 +194,7 @@ class _Plan:
         owner = previous.copy()
         total = float(w[live].sum())
         mean = total / n_members
-        holds = _tally(pclass[valid], owner[valid], len(sets), n_members)
+        holds = _tally(pclass[valid], owner[valid], len(eligible), n_members)
         count_lo = np.zeros(n_members, dtype=np.int64)
         count_hi = np.iinfo(np.int64).max
         if max_count_spread is not None:
@@ -212,7 +202,7 @@ class _Plan:
             # than lo only needs what it can take.
             n_live = int(live.sum())
             lo = max(0, -(-n_live // n_members) - (max_count_spread + 1) // 2)
-            reachable = np.bincount(pclass[live], minlength=len(sets)) @ eligible
+            reachable = np.bincount(pclass[live], minlength=len(eligible)) @ eligible
             count_lo = np.minimum(lo, reachable).astype(np.int64)
             count_hi = lo + max_count_spread
         if max_move_share is None:
@@ -233,6 +223,7 @@ class _Plan:
             holds=holds,
             mean=mean,
             eps=tolerance * mean,
+            bound=_bound(eligible, pclass, w, live, n_members),
             budget=budget,
             budget_by_load=move_budget == "load",
             count_lo=count_lo,
@@ -297,6 +288,15 @@ class _Plan:
     def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
         """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
         return int(candidates[np.lexsort((self.rank[candidates], *reversed(keys)))[0]])
+
+
+def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:
+    """planner.load.max_load_bound over the heaviest 8 x M partitions (beyond them the mean dominates)."""
+    top = w[live]
+    if len(top) > 8 * n_members:
+        top = top[np.argpartition(-top, 8 * n_members)[: 8 * n_members]]
+    class_load = np.bincount(pclass[live], weights=w[live], minlength=len(eligible))
+    return max_load_bound(eligible, class_load, -np.sort(-top), n_members)
 
 
 def _tally(k: np.ndarray, m: np.ndarray, n_classes: int, n_members: int) -> np.ndarray:
@@ -374,7 +374,8 @@ def _goals(plan: _Plan) -> None:
         if change <= 1e-3 * plan.eps:
             break
     plan.goal = level
-    plan.cap = np.where((plan.pinned >= 0) & (level <= base), level, level + plan.eps)
+    # The top of the band: goal + eps, and never below what whole partitions force on some member anyway.
+    plan.cap = np.where((plan.pinned >= 0) & (level <= base), level, np.maximum(level + plan.eps, plan.bound))
 
 
 def _water_level(levels: np.ndarray, amount: float) -> float:
@@ -499,12 +500,12 @@ def _place(plan: _Plan) -> None:
     if len(plan.classes) > 1:
         pooled = pooled[np.argsort(plan.pclass[pooled], kind="stable")]  # grouped by class, order kept
     bounds = np.searchsorted(plan.pclass[pooled], np.arange(len(plan.classes) + 1))
-    for k, members in enumerate(plan.classes):
+    for k, subscribers in enumerate(plan.classes):
         parts = pooled[bounds[k] : bounds[k + 1]]
         if len(parts) == 0:
             continue
-        open_ = members[plan.count[members] < plan.count_hi]
-        members = open_ if len(open_) else members
+        open_ = subscribers[plan.count[subscribers] < plan.count_hi]
+        members = open_ if len(open_) else subscribers
         positive = parts[plan.w[parts] > 0]
         if len(positive):
             _place_cut(plan, positive, members)
@@ -561,11 +562,15 @@ def _place_cut(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
 def _van_der_corput(n: int) -> np.ndarray:
     """A permutation of 0..n-1 (bit-reversed counting) whose every run samples the whole range evenly."""
     bits = max(1, int(n - 1).bit_length())
-    i = np.arange(1 << bits, dtype=np.int64)
+    i = np.arange(1 << bits, dtype=np.uint32)
     r = np.zeros_like(i)
-    for b in range(bits):
-        r |= ((i >> b) & 1) << (bits - 1 - b)
-    return r[r < n]
+    for shift in (0, 8, 16, 24):  # reverse 32 bits a byte at a time, then keep the top `bits`
+        r |= _REVERSED_BYTE[(i >> shift) & 0xFF] << (24 - shift)
+    r >>= 32 - bits
+    return r[r < n].astype(np.int64)
+
+
+_REVERSED_BYTE = np.asarray([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint32)
 
 
 def _place_by_count(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
@@ -627,8 +632,8 @@ def _count_move(plan: _Plan, a: int, takers: np.ndarray) -> bool:
 
 def _best_give(plan: _Plan, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The move from member a to the lightest member eligible for the partition that evens the pair most, else
-    the best swap with the lightest member eligible for any of a's partitions; None if neither lands the
-    receiver `eps` below a's load. Moves respect the count window; swaps keep counts as they are."""
+    the best swap (single, then bundle) with one of the lightest members eligible for any of a's partitions; None
+    if none lands the receiver `eps` below a's load. Moves respect the count window, swaps keep counts."""
     parts = plan.parts_of(a)
     if len(parts) == 0:
         return None
@@ -646,8 +651,16 @@ def _best_give(plan: _Plan, a: int, eps: float) -> tuple[np.ndarray, np.ndarray]
         move = _best_move(plan, a, parts, receiver[ks], eps)
         if move is not None:
             return move
-    takers = by_load[plan.eligible[present][:, by_load].any(axis=0)]
-    return _best_swap(plan, a, int(takers[0]), eps) if len(takers) else None
+    takers = by_load[plan.eligible[present][:, by_load].any(axis=0)][:_DONORS].tolist()
+    for b in takers:
+        swap = _best_swap(plan, a, b, eps) or _bundle_swap(plan, a, b, eps)
+        if swap is not None:
+            return swap
+    for b in takers:
+        chain = _chain(plan, a, b, eps)
+        if chain is not None:
+            return chain
+    return None
 
 
 def _best_take(plan: _Plan, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -662,7 +675,7 @@ def _best_take(plan: _Plan, b: int, eps: float) -> tuple[np.ndarray, np.ndarray]
             parts = plan.parts_of(a)
             parts = parts[mine[plan.pclass[parts]]]
             move = _best_move(plan, a, parts, np.full(len(parts), b), eps)
-        move = move or _best_swap(plan, a, b, eps)
+        move = move or _best_swap(plan, a, b, eps) or _bundle_swap(plan, a, b, eps)
         if move is not None:
             return move
     return None
@@ -718,6 +731,116 @@ def _best_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.
     if best is None:
         return None
     return np.asarray([best[1], best[2]]), np.asarray([b, a])
+
+
+def _bundle_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """One of a's heaviest partitions for a bundle of b's lighter ones (the heaviest of them first) worth about
+    half the gap less, when no single move or swap helps (three 30s against a 30 and many 1s); same rules."""
+    gap = float(plan.load[a] - plan.load[b])
+    if gap < 2 * eps:
+        return None
+    mine, theirs = plan.parts_of(a), plan.parts_of(b)
+    mine = mine[plan.eligible[plan.pclass[mine], b]]
+    theirs = theirs[plan.eligible[plan.pclass[theirs], a] & (plan.w[theirs] > 0)]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    mine = mine[np.lexsort((mine, -plan.w[mine]))][:_BUNDLE_TRIES]
+    theirs = theirs[np.lexsort((theirs, -plan.w[theirs]))]
+    best: tuple[float, int, int, np.ndarray] | None = None
+    for p in mine.tolist():
+        wp = float(plan.w[p])
+        fits = theirs[plan.w[theirs] <= wp - eps]  # a bundle member weighing more would leave nothing to gain
+        sums = np.cumsum(plan.w[fits])
+        k = int(np.searchsorted(sums, wp - gap / 2, side="right"))  # the heaviest prefix up to the ideal
+        for n in (k, k + 1):
+            if n == 0 or n > len(fits):
+                continue
+            d = wp - float(sums[n - 1])
+            if not eps <= d <= gap - eps:
+                continue
+            if plan.count[a] + n - 1 > plan.count_hi or plan.count[b] - (n - 1) < plan.count_lo[b]:
+                continue
+            if plan.budget < np.inf and not plan.affordable(
+                float(plan.cost(np.asarray([p]), b).sum() + plan.cost(fits[:n], a).sum())
+            ):
+                continue
+            cand = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
+            best = cand if best is None or cand[:3] < best[:3] else best
+    if best is None:
+        return None
+    return np.append(best[2], best[3]), np.append(b, np.full(best[1], a))
+
+
+def _chain(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """a gives p to b while b passes q (of a topic class a cannot take) on to the lightest member eligible for it:
+    with overlapping subscriptions the heaviest member may reach only members about as loaded, who can pass load on.
+    Valid when a, b and the third member all end at least eps below a's load; least load moved per unit gained."""
+    if plan.count[a] <= plan.count_lo[a]:
+        return None
+    mine, theirs = plan.parts_of(a), plan.parts_of(b)
+    mine = mine[plan.eligible[plan.pclass[mine], b] & (plan.w[mine] > 0)]
+    theirs = theirs[plan.w[theirs] > 0]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    by_load = np.lexsort((plan.rank, plan.load))
+    by_load = by_load[(by_load != a) & (by_load != b) & (plan.count[by_load] < plan.count_hi)]
+    if len(by_load) == 0:
+        return None
+    present = np.unique(plan.pclass[theirs])
+    allowed = plan.eligible[present][:, by_load]
+    firsts = np.argmax(allowed, axis=1)
+    onward = np.full(len(plan.classes), -1, dtype=np.int64)
+    onward[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+    c = onward[plan.pclass[theirs]]
+    theirs, c = theirs[c >= 0], c[c >= 0]
+    if len(theirs) == 0:
+        return None
+    mine = mine[np.lexsort((mine, plan.w[mine]))]
+    wm, wq = plan.w[mine], plan.w[theirs]
+    la, lb, lc = float(plan.load[a]), float(plan.load[b]), plan.load[c]
+    at = np.searchsorted(wm, (la - lb + wq) / 2)  # for each q, the p evening a and b
+    best: tuple[float, int, int] | None = None
+    for side in (at - 1, at):
+        i = np.clip(side, 0, len(mine) - 1)
+        top = np.maximum(np.maximum(la - wm[i], lb + wm[i] - wq), lc + wq)
+        fine = (side >= 0) & (side < len(mine)) & (top <= la - eps)
+        if plan.budget < np.inf:
+            fine &= plan.spent + plan.cost(mine[i], b) + plan.cost(theirs, c) <= plan.budget
+        j = np.flatnonzero(fine)
+        if len(j) == 0:
+            continue
+        score = (wm[i[j]] + wq[j]) / (la - top[j])
+        k = int(np.lexsort((theirs[j], mine[i[j]], score))[0])
+        cand = (float(score[k]), int(mine[i[j[k]]]), int(j[k]))
+        best = cand if best is None or cand < best else best
+    if best is None:
+        return None
+    return np.asarray([best[1], theirs[best[2]]]), np.asarray([b, c[best[2]]])
+
+
+def _untangle(plan: _Plan) -> None:
+    """Undo crossed hand-overs: when partition q arrived at member m, which lost a partition p of the same topic
+    class and the same load, p goes home and q goes where p went. Loads and counts stay as they are and each step
+    moves one partition fewer (shed partitions re-placed, equal loads such as unit loads, cross over easily)."""
+    moved = np.flatnonzero((plan.previous >= 0) & (plan.owner >= 0) & (plan.owner != plan.previous))
+    if len(moved) < 2:
+        return
+    gone: dict[tuple[int, float, int], list[int]] = {}  # (class, load, previous owner) -> partitions it lost
+    for p in moved[::-1].tolist():  # popped from the end: lowest partition id first
+        gone.setdefault((int(plan.pclass[p]), float(plan.w[p]), int(plan.previous[p])), []).append(p)
+    arrivals = moved[::-1].tolist()
+    while arrivals:
+        q = arrivals.pop()
+        m = int(plan.owner[q])
+        lost = gone.get((int(plan.pclass[q]), float(plan.w[q]), m))
+        while lost and plan.owner[lost[-1]] == m:  # already back home
+            lost.pop()
+        if m == plan.previous[q] or not lost:
+            continue
+        p = lost.pop()
+        y = int(plan.owner[p])
+        plan.move(np.asarray([p, q]), np.asarray([m, y]))
+        arrivals.append(q)
 
 
 def _extremes(plan: _Plan) -> tuple[int, int]:
