@@ -28,6 +28,10 @@ class WebhookNotifier(BaseNotifier):
         self.conn_id = conn_id
         self.timeout = timeout
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Nothing to render (no template fields). Overridden because the base builds a Jinja environment from
+        context["dag"], which under `dag.test()` is the scheduler's SerializedDAG and has none."""
+
     def notify(self, context: Any) -> None:
         conn_id = self.conn_id or os.environ.get(WEBHOOK_CONN_ID)
         if conn_id:

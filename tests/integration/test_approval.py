@@ -8,6 +8,7 @@ import secrets
 import threading
 import time
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -174,7 +175,7 @@ def reviewer_api(tmp_path, monkeypatch, airflow_db):
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "alice:admin")
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(passwords))
-    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(32))
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", secrets.token_urlsafe(64))
     with TestClient(create_app(apps="core")) as client:
         login = client.post("/auth/token", json={"username": "alice", "password": "correct horse"})
         assert login.status_code == 201, login.text
@@ -248,3 +249,101 @@ def test_turned_on_the_approval_task_asks_a_person_and_records_the_approval(spar
         assert f"`{g['report_path']}`" in request["body"]
     metrics = (lake.root / "metrics" / "rebalance.prom").read_text()
     assert 'rebalance_generation_status{group="payments",status="approved"} 1.0' in metrics
+
+
+class Webhook:
+    """A tiny HTTP server on 127.0.0.1 that keeps every POST (path, headers, JSON body) and answers 204."""
+
+    def __init__(self) -> None:
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(body)})
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def webhook(monkeypatch):
+    """The webhook server, named by the connection REBALANCE_WEBHOOK_CONN_ID points at (secret path and token)."""
+    hook = Webhook()
+    conn = {"conn_type": "http", "host": f"http://127.0.0.1:{hook.port}/hooks/{SECRET_PATH}", "password": TOKEN}
+    monkeypatch.setenv("AIRFLOW_CONN_REBALANCE_WEBHOOK", json.dumps(conn))
+    monkeypatch.setenv("REBALANCE_WEBHOOK_CONN_ID", "rebalance_webhook")
+    yield hook
+    hook.stop()
+
+
+SECRET_PATH, TOKEN = "T0-s3cret-path", "tok3n-never-logged"
+
+
+def test_a_rejected_plan_is_recorded_fails_the_run_loudly_and_posts_to_the_webhook(
+    spark, lake, reviewer_api, webhook, monkeypatch, capfd, caplog
+):
+    from airflow.utils.state import DagRunState
+
+    monkeypatch.delenv("REBALANCE_APPROVAL", raising=False)
+    pipeline.run(Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",)), "nightly", spark=spark)
+    dag = dag_bag().dags["rebalance_what_if"]
+    reviewer = Reviewer(reviewer_api, dag.dag_id, "Reject", "moves too much before the sale")
+    reviewer.start()
+    run = dag.test(
+        run_conf={
+            "lake": str(lake.root),
+            "group": "inventory",
+            "add_members": 1,
+            "strategies": "range",
+            "approval": True,
+        }
+    )
+    reviewer.join(timeout=5)
+    assert reviewer.error is None, reviewer.error
+    assert run.state == DagRunState.FAILED
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert (states["approval"], states["record_review"], states["signals"]) == ("failed", "success", "failed")
+
+    rejected = generation(lake, "inventory", 2)
+    assert (rejected["status"], rejected["reviewed_by"], rejected["review_comment"]) == (
+        S.REJECTED,
+        "alice",
+        "moves too much before the sale",
+    )
+    assert statuses(lake)[("inventory", 1)] == S.APPROVED  # the plan in force stays
+
+    (post,) = webhook.received
+    assert post["path"] == f"/hooks/{SECRET_PATH}"
+    assert post["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    assert post["json"]["dag_id"] == "rebalance_what_if" and post["json"]["run_id"] == run.run_id
+    assert post["json"]["alarms"] == ["group inventory: generation 2 rejected (rejected by alice)"]
+    assert "group inventory: generation 2 rejected" in post["json"]["text"]
+    logged = capfd.readouterr().out + capfd.readouterr().err + caplog.text
+    assert "group inventory: generation 2 rejected" in logged  # the signals task's failure names the group
+    assert SECRET_PATH not in logged and TOKEN not in logged
+
+
+def test_the_notifier_names_the_connection_and_never_the_url_when_the_webhook_fails(webhook, monkeypatch):
+    from jobs.io.notify import post
+    from planner.errors import SourceError
+
+    webhook.stop()  # nothing listens on its port any more
+    with pytest.raises(SourceError) as failed:
+        post("rebalance_webhook", {"text": "x"}, timeout=5.0)
+    assert str(failed.value) == "webhook of Airflow connection 'rebalance_webhook' unreachable (ConnectError)"
+    monkeypatch.delenv("AIRFLOW_CONN_REBALANCE_WEBHOOK")
+    with pytest.raises(SourceError, match="connection 'rebalance_webhook' .REBALANCE_WEBHOOK_CONN_ID. is not defined"):
+        post("rebalance_webhook", {"text": "x"}, timeout=5.0)
