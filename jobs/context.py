@@ -1,18 +1,24 @@
 """The run context every step receives: configuration, run id, trigger, the lake, and a lazily started Spark session.
 
 One context serves a whole `rebalance run` (or one Airflow task): the lake's tables are created once when it is
-built, and Spark starts only when a step first asks for it (ingest and publish never do).
+built, and Spark starts only when a step first asks for it (ingest and publish never do). Building it checks what
+would otherwise fail half-way: Java, when this process will start a Spark driver (not for Spark Connect, not when a
+session is given). It holds its run id's lock for its life, so a second run given the same id waits for this one.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from jobs.config import Config
-from jobs.io.lake import Lake
+from jobs.io.lake import Lake, failures_named
+from planner.errors import SourceError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,8 +40,13 @@ class RunContext:
     _spark: SparkSession | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self._spark is None:
+            check_java()
         self.lake = Lake(self.config.lake)
-        self.lake.create_all()
+        # Released when the context is collected or the process ends (the kernel drops the flock of a dead one).
+        weakref.finalize(self, self.lake.run_lock(self.run_id).release)
+        with self.lake.lock(), failures_named(f"lake {self.lake.root}: creating its tables"):
+            self.lake.create_all()
 
     @property
     def spark(self) -> SparkSession:
@@ -51,3 +62,22 @@ class RunContext:
     ) -> RunContext:
         """A context for `run_id` (a new unique id when None), optionally on an existing Spark session."""
         return cls(config, run_id or new_run_id(trigger), trigger, _spark=spark)
+
+
+def check_java() -> None:
+    """Fail before anything is written when this process would start a Spark driver without a Java to run it.
+
+    pyspark launches `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java` from PATH (Spark's spark-class script);
+    a Spark Connect session (REBALANCE_SPARK_REMOTE) runs its JVM elsewhere and needs none here.
+    """
+    from jobs.io.spark import SparkSettings
+
+    if SparkSettings.from_env().remote:
+        return
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            raise SourceError(f"Java not found: JAVA_HOME is {home!r} but {java} is not an executable (Spark needs it)")
+    elif shutil.which("java") is None:
+        raise SourceError("Java not found: no `java` on PATH and JAVA_HOME is not set (Spark needs Java 17 or later)")

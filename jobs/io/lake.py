@@ -2,12 +2,24 @@
 
 delta-rs needs no JVM jars, so this works on any machine; when the Spark session has the Delta connector the
 same directories are also registered as Delta catalog tables (same protocol, same files).
+
+Processes share a lake safely: every commit is made under the lake lock (fcntl.flock on the lake directory), so
+concurrent runs take turns and each MERGE reads the table as the previous commit left it (delta-rs would otherwise
+fail one of two MERGEs with "a concurrent transaction added new data"). A run also holds a lock on its run id for
+its whole life, so two runs given the same id run one after the other instead of interleaving their rows. A lake
+that cannot be written (read-only, permission, disk full) raises a `SourceError` naming the cause.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import hashlib
+import logging
 import os
+import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,12 +29,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import DeltaError
 from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.io.spark import has_delta_connector
+from planner.errors import SourceError
 from schemas import TABLES, TableSpec
+
+log = logging.getLogger(__name__)
 
 
 class Lake:
@@ -61,17 +77,30 @@ class Lake:
     def append(self, name: str, data: pa.Table) -> None:
         """Append rows as one Delta commit."""
         if data.num_rows:
-            write_deltalake(self.path(name), conform(TABLES[name], data), mode="append")
+            with self._committing(name):
+                write_deltalake(self.path(name), conform(TABLES[name], data), mode="append")
 
     def merge(self, name: str, data: pa.Table) -> None:
         """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
         if data.num_rows:
-            self._on_keys(name, data).when_matched_update_all().when_not_matched_insert_all().execute()
+            with self._committing(name):
+                self._on_keys(name, data).when_matched_update_all().when_not_matched_insert_all().execute()
 
     def update(self, name: str, data: pa.Table, columns: list[str]) -> None:
         """Set `columns` of existing rows matched on the table's keys (other columns keep their values)."""
         if data.num_rows:
-            self._on_keys(name, data).when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns}).execute()
+            with self._committing(name):
+                self._on_keys(name, data).when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns}).execute()
+
+    @contextmanager
+    def _committing(self, name: str) -> Iterator[None]:
+        """One commit to table `name`: under the lake lock (the MERGE inside reads the table afresh), refused
+        up front when the table cannot be written, its IO failures named."""
+        with self.lock():
+            if reason := unwritable(self.path(name)):
+                raise SourceError(f"lake {self.root}: cannot write table {name}: {reason}")
+            with failures_named(f"lake {self.root}: writing table {name}"):
+                yield
 
     def _on_keys(self, name: str, data: pa.Table) -> TableMerger:
         """A MERGE of `data` (alias s) into the table (alias t) matching on the table's keys."""
@@ -113,14 +142,42 @@ class Lake:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """An exclusive lock over the lake, held while generation ids are allocated and published."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        """An exclusive lock over the lake, held for every commit and while generation ids are allocated.
+
+        Other processes wait their turn; within a process it is re-entrant (a step holding it commits through
+        `merge`), and threads take turns. The lock is on the lake directory, so a read-only lake can be locked too.
+        """
+        with failures_named(f"lake {self.root}: creating it"):
+            self.root.mkdir(parents=True, exist_ok=True)
+        flock = _flock(str(self.root))
+        with flock.threads:
+            flock.acquire()
             try:
                 yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                flock.release()
+
+    def run_lock(self, run_id: str) -> FileLock:
+        """Hold run `run_id` until the returned lock is released: another process holding it is waited for (and
+        said so), so two runs given one id run one after the other. Shared within a process.
+
+        A lake that cannot be written needs no run lock (nothing can be written): it gets none.
+        """
+        runs = self.root / ".runs"
+        try:
+            runs.mkdir(parents=True, exist_ok=True)
+            flock = _flock(str(runs / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.lock"))
+            if not flock.acquire(blocking=False):
+                log.warning("run %r is running in another process (%s); waiting for it to end", run_id, flock.holder())
+                flock.acquire()
+            flock.note(f"pid {os.getpid()}")
+        except OSError as e:
+            if unwritable(self.root):
+                nothing = FileLock("")
+                nothing.acquire()
+                return nothing
+            raise SourceError(f"lake {self.root}: locking run {run_id!r} failed: {_cause(e)}") from None
+        return flock
 
 
 def rows_table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
@@ -145,6 +202,110 @@ def _missing_columns(spec: TableSpec, table: DeltaTable) -> list[pa.Field]:
     """The contract's columns that the stored table does not have yet, in contract order."""
     stored = set(table.schema().to_arrow().names)
     return [field for field in spec.schema if field.name not in stored]
+
+
+def unwritable(path: Path) -> str | None:
+    """Why nothing can be written under `path` (read-only file system, permission), or None when it can.
+
+    Checked before delta-rs writes, which on a read-only file system panics in its IO runtime instead of failing.
+    """
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if os.access(path, os.W_OK | os.X_OK):
+        return None
+    code = errno.EROFS if os.statvfs(path).f_flag & os.ST_RDONLY else errno.EACCES
+    return f"{_describe(code)} at {path}"
+
+
+@contextmanager
+def failures_named(action: str) -> Iterator[None]:
+    """Turn delta-rs and file-system failures of `action` into one-line `SourceError`s naming the cause."""
+    try:
+        yield
+    except (OSError, DeltaError) as e:
+        raise SourceError(f"{action} failed: {_cause(e)}") from None
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _cause(exc: BaseException) -> str:
+    """The failure's cause: the errno it carries (delta-rs puts it in the text as "(os error N)"), else its text."""
+    code = getattr(exc, "errno", None)
+    if code is None and (found := _OS_ERROR.search(str(exc))):
+        code = int(found[1])
+    if code:
+        return _describe(code)
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    return " / ".join(lines) or type(exc).__name__
+
+
+def _describe(code: int) -> str:
+    return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
+
+
+class FileLock:
+    """An fcntl.flock on one file or directory (none for an empty path), taken once per process however many
+    holders share it.
+
+    `threads` lets the lake lock make threads of one process take turns; the count lets nested and shared holders
+    (a step inside a locked block, two contexts of one run) release it only when the last one is done.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.threads = threading.RLock()
+        self._guard = threading.Lock()
+        self._fd: int | None = None
+        self._holders = 0
+
+    def acquire(self, blocking: bool = True) -> bool:
+        with self._guard:
+            if self._holders == 0 and self.path:
+                fd = os.open(self.path, os.O_RDONLY if os.path.isdir(self.path) else os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    os.close(fd)
+                    return False
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._fd = fd
+            self._holders += 1
+            return True
+
+    def release(self) -> None:
+        with self._guard:
+            self._holders -= 1
+            if self._holders == 0 and self._fd is not None:
+                os.close(self._fd)  # closing the only descriptor drops the flock
+                self._fd = None
+
+    def note(self, text: str) -> None:
+        """Record who holds the lock in the lock file, for the message of whoever waits for it (best effort: a
+        full disk fails the run's first commit, with that cause, not this note)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, text.encode(), 0)
+
+    def holder(self) -> str:
+        try:
+            return Path(self.path).read_text() or "holder unknown"
+        except OSError:
+            return "holder unknown"
+
+
+_FLOCKS: dict[str, FileLock] = {}
+_FLOCKS_GUARD = threading.Lock()
+
+
+def _flock(path: str) -> FileLock:
+    """The process's one `FileLock` for `path` (two descriptors of one process would block each other)."""
+    with _FLOCKS_GUARD:
+        return _FLOCKS.setdefault(path, FileLock(path))
 
 
 def _term(column: str, op: str, value: object) -> pc.Expression:

@@ -1,7 +1,11 @@
 """Ingest: snapshot documents (files or a Kafka pull) -> validated rows in the lake, bad input to quarantine.
 
 One bad group never stops the others, and nothing is dropped: an invalid group is kept whole in `quarantine`
-with a reason naming the field, and an unreadable file is quarantined as it was read.
+with a reason naming the field, and an unreadable file is quarantined byte for byte as it was read.
+
+A snapshot becomes visible all at once: its `snapshots` rows are committed last, after `topic_partitions`,
+`partition_offsets` and `quarantine`, and every reader finds snapshots through that table. A run stopped half-way
+leaves rows no snapshot id in `snapshots` leads to; re-running its run id completes them.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from schemas.rules import Limits, document_errors, parse_timestamp
 
 @dataclass(frozen=True)
 class RawDocument:
-    """One group's document as received, or an unreadable input (`doc` None, `error` set)."""
+    """One group's document as received (bytes exactly as read, or text), or an unreadable input (`doc` None,
+    `error` set)."""
 
     source: str
-    raw: str
+    raw: str | bytes
     doc: Any = None
     error: str | None = None
 
@@ -55,10 +60,10 @@ def read_documents(path: Path) -> Iterator[RawDocument]:
     try:
         documents = read_json_documents(data, str(path))
     except InputError as e:
-        yield RawDocument(str(path), data.decode("utf-8", "backslashreplace"), error=str(e))
+        yield RawDocument(str(path), data, error=str(e))
         return
     for d in documents:
-        yield RawDocument(d.where, d.raw.decode("utf-8", "backslashreplace"), doc=d.doc, error=d.error)
+        yield RawDocument(d.where, d.raw, doc=d.doc, error=d.error)
 
 
 def ingest_documents(
@@ -89,7 +94,8 @@ def ingest_documents(
                     "ingest_id": ingest_id,
                     "run_id": run_id,
                     "source": raw.source,
-                    "raw_payload": raw.raw,
+                    "raw_payload": _text(raw.raw),
+                    "raw_bytes": raw.raw if isinstance(raw.raw, bytes) else raw.raw.encode(),
                     "error": reason,
                     "received_at": received_at,
                 }
@@ -117,10 +123,10 @@ def ingest_documents(
         for row in group_offsets:
             if row["end_offset"] is not None:
                 partitions[(row["topic"], row["partition"])]["end_offset"] = row["end_offset"]
-    lake.merge("snapshots", rows_table("snapshots", members))
     lake.merge("topic_partitions", rows_table("topic_partitions", list(partitions.values())))
     lake.merge("partition_offsets", rows_table("partition_offsets", offsets))
     lake.merge("quarantine", rows_table("quarantine", quarantine))
+    lake.merge("snapshots", rows_table("snapshots", members))  # last: the snapshot is complete once it is here
     return result
 
 
@@ -166,6 +172,11 @@ def configured_documents(
         )
     origin = f"kafka://{settings.bootstrap_servers}"
     return [RawDocument(f"{origin}/{d['group_id']}", json.dumps(d), doc=d) for d in docs], "kafka"
+
+
+def _text(raw: str | bytes) -> str:
+    """The payload as readable text (bytes that are not UTF-8 shown as \\x escapes; `raw_bytes` keeps them)."""
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "backslashreplace")
 
 
 def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) -> list[str]:

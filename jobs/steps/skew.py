@@ -255,10 +255,13 @@ def compute(
 
 
 def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[str, int]:
-    """Each topic's partition count in snapshot `snapshot_id` (the `topic_partitions` table)."""
+    """Each topic's partition count in snapshot `snapshot_id` (the `topic_partitions` table), once it is complete
+    (its `snapshots` rows, committed last, are there)."""
+    complete = lake.read(spark, "snapshots").where(F.col("snapshot_id") == snapshot_id).select("snapshot_id").limit(1)
     rows = (
         lake.read(spark, "topic_partitions")
         .where(F.col("snapshot_id") == snapshot_id)
+        .join(complete, "snapshot_id", "left_semi")
         .groupBy("topic")
         .agg(F.max("partition_count").alias("n"))
         .collect()
