@@ -148,6 +148,7 @@ class _Plan:
     classes: list[np.ndarray]  # per topic class, its subscribers (member ids), fewest subscribers first
     eligible: np.ndarray  # bool[K, M]: member m subscribes to class k's topics
     rank: np.ndarray  # int64[M] MemberInfo order, the member tie-break
+    by_rank: np.ndarray  # int64[M] member ids in MemberInfo order (argmin over it breaks ties by rank)
     previous: np.ndarray  # int32[P] valid previous owner (-1: none, or an orphan)
     owner: np.ndarray  # int32[P]
     pool: np.ndarray  # bool[P] assignable partitions without owner
@@ -187,6 +188,7 @@ class _Plan:
         tclass, eligible = topic_classes(group)  # topics with the same subscribers, fewest subscribers first
         pclass = tclass[topic]
 
+        rank = member_info_rank(group)
         owned, _ = previous_owners(group)
         held = owned >= 0
         valid = held & sub[np.maximum(owned, 0), topic]
@@ -214,7 +216,8 @@ class _Plan:
             pclass=pclass,
             classes=[np.flatnonzero(row) for row in eligible],
             eligible=eligible,
-            rank=member_info_rank(group),
+            rank=rank,
+            by_rank=np.argsort(rank),
             previous=previous,
             owner=owner,
             pool=live & ~valid,
@@ -253,12 +256,14 @@ class _Plan:
         k = self.pclass[parts]
         for members, sign in ((frm, -1), (to, 1)):
             some = members >= 0
+            if len(parts) <= 64:  # a few: update in place; many: one tally per array
+                np.add.at(self.load, members[some], sign * self.w[parts][some])
+                np.add.at(self.count, members[some], sign)
+                np.add.at(self.holds, (k[some], members[some]), sign)
+                continue
             self.load += sign * np.bincount(members[some], weights=self.w[parts][some], minlength=n)
             self.count += sign * np.bincount(members[some], minlength=n)
-            if len(parts) < 1024:  # np.add.at is cheap for a few, a full tally for many
-                np.add.at(self.holds, (k[some], members[some]), sign)
-            else:
-                self.holds += sign * _tally(k[some], members[some], *self.holds.shape)
+            self.holds += sign * _tally(k[some], members[some], *self.holds.shape)
         self.owner[parts] = to
         self.pool[parts] = to < 0
         if self.index is not None:
@@ -287,7 +292,24 @@ class _Plan:
 
     def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
         """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
+        if len(keys) == 1:  # without a sort: the smallest key, then the lowest rank among those holding it
+            tied = candidates[keys[0] == keys[0].min()]
+            return int(tied[np.argmin(self.rank[tied])])
         return int(candidates[np.lexsort((self.rank[candidates], *reversed(keys)))[0]])
+
+    def lightest(self, allowed: np.ndarray, n: int = 1) -> np.ndarray:
+        """Per row of allowed (bool[..., M]) the n least-loaded allowed members, ties by MemberInfo order; -1 where
+        a row allows fewer (no sort of all members: a partial selection in MemberInfo order)."""
+        loads = np.where(allowed[..., self.by_rank], self.load[self.by_rank], np.inf)
+        if n == 1:
+            j = np.argmin(loads, axis=-1)[..., None]
+        else:
+            k = min(n, loads.shape[-1])
+            j = np.argpartition(loads, k - 1, axis=-1)[..., :k] if k < loads.shape[-1] else np.indices(loads.shape)[-1]
+            picked = np.take_along_axis(loads, j, axis=-1)
+            j = np.take_along_axis(j, np.lexsort((j, picked), axis=-1), axis=-1)
+        found = np.isfinite(np.take_along_axis(loads, j, axis=-1))
+        return np.where(found, self.by_rank[j], -1)
 
 
 def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:
@@ -639,19 +661,16 @@ def _best_give(plan: _Plan, a: int, eps: float) -> tuple[np.ndarray, np.ndarray]
         return None
     ks = plan.pclass[parts]
     present = np.unique(ks)
-    by_load = np.lexsort((plan.rank, plan.load))
-    by_load = by_load[by_load != a]
-    if len(by_load) == 0:
-        return None
+    others = np.ones(len(plan.load), dtype=bool)
+    others[a] = False
     if plan.count[a] > plan.count_lo[a]:
-        allowed = plan.eligible[present][:, by_load] & (plan.count[by_load] < plan.count_hi)
-        firsts = np.argmax(allowed, axis=1)
         receiver = np.full(len(plan.classes), -1, dtype=np.int64)
-        receiver[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+        receiver[present] = plan.lightest(plan.eligible[present] & others & (plan.count < plan.count_hi))[:, 0]
         move = _best_move(plan, a, parts, receiver[ks], eps)
         if move is not None:
             return move
-    takers = by_load[plan.eligible[present][:, by_load].any(axis=0)][:_DONORS].tolist()
+    takers = plan.lightest(plan.eligible[present].any(axis=0) & others, _DONORS)
+    takers = takers[takers >= 0].tolist()
     for b in takers:
         swap = _best_swap(plan, a, b, eps) or _bundle_swap(plan, a, b, eps)
         if swap is not None:
@@ -782,15 +801,11 @@ def _chain(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndar
     theirs = theirs[plan.w[theirs] > 0]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    by_load = np.lexsort((plan.rank, plan.load))
-    by_load = by_load[(by_load != a) & (by_load != b) & (plan.count[by_load] < plan.count_hi)]
-    if len(by_load) == 0:
-        return None
+    third = plan.count < plan.count_hi
+    third[[a, b]] = False
     present = np.unique(plan.pclass[theirs])
-    allowed = plan.eligible[present][:, by_load]
-    firsts = np.argmax(allowed, axis=1)
     onward = np.full(len(plan.classes), -1, dtype=np.int64)
-    onward[present] = np.where(allowed[np.arange(len(present)), firsts], by_load[firsts], -1)
+    onward[present] = plan.lightest(plan.eligible[present] & third)[:, 0]
     c = onward[plan.pclass[theirs]]
     theirs, c = theirs[c >= 0], c[c >= 0]
     if len(theirs) == 0:
@@ -849,9 +864,10 @@ def _extremes(plan: _Plan) -> tuple[int, int]:
     A member holding a single partition cannot give it to a lighter member without that member ending heavier
     than it was (a heavy partition alone on its member is where the bound puts it), so it is passed over.
     """
-    givers = np.flatnonzero(plan.count > 1)
-    givers = givers if len(givers) else np.arange(len(plan.load))
-    return plan.first_member(givers, -plan.load[givers]), plan.first_member(np.arange(len(plan.load)), plan.load)
+    givers = plan.count > 1
+    givers = givers if givers.any() else np.ones(len(plan.load), dtype=bool)
+    heaviest = np.where(givers[plan.by_rank], plan.load[plan.by_rank], -np.inf)
+    return int(plan.by_rank[np.argmax(heaviest)]), int(plan.by_rank[np.argmin(plan.load[plan.by_rank])])
 
 
 def _settled(plan: _Plan) -> bool:
