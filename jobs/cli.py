@@ -398,6 +398,22 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_metrics(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("metrics", help="serve the lake's Prometheus metrics over HTTP (read afresh at each scrape)")
+    p.add_argument("--port", type=int, required=True, help="TCP port (0: any free one, printed)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.set_defaults(func=_metrics)
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    from jobs.config import Config
+    from jobs.io.lake import Lake
+    from jobs.steps.signals import serve
+
+    return serve(Lake(Config.from_env(lake=args.lake).lake), args.host, args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rebalance", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -411,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_sql,
         _add_report,
         _add_review,
+        _add_metrics,
         _add_demo,
         _add_hash,
         _add_skew,

@@ -11,6 +11,8 @@ Alarms of a run: its rejected generations and the plans its snapshot found drift
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +21,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from prometheus_client import CollectorRegistry, write_to_textfile
+from deltalake import DeltaTable
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake
+from planner.errors import InputError, SourceError
 from planner.load import gini
 from schemas.status import GenerationStatus
 
@@ -44,6 +48,31 @@ def write(lake: Lake) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry(lake))
     return path
+
+
+def serve(lake: Lake, host: str, port: int) -> int:
+    """Serve the lake's metrics at http://host:port/metrics until SIGTERM or Ctrl-C (port 0: any free port).
+
+    Prints the address first (the port chosen, for port 0). Each scrape reads the lake as it is then.
+    """
+    if not DeltaTable.is_deltatable(str(lake.path("generations"))):
+        raise InputError(f"--lake: no lake at {lake.root} (no generations table)")
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry(lake))
+    except OSError as e:
+        raise SourceError(f"metrics: cannot listen on {host}:{port}: {e.strerror or e}") from None
+    print(f"serving the metrics of lake {lake.root} at http://{host}:{server.server_port}/metrics", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    return 0
 
 
 def registry(lake: Lake) -> CollectorRegistry:
@@ -81,20 +110,7 @@ def alarms(lake: Lake, run_id: str) -> list[str]:
 
 def families(lake: Lake) -> list[GaugeMetricFamily]:
     """Every metric of the lake's current state, one series per group (labels: group, and status or verdict)."""
-    generations = lake.read_arrow("generations").to_pylist()
-    newest: dict[str, dict[str, Any]] = {}
-    approved: dict[str, int] = {}
-    verdict: dict[str, dict[str, Any]] = {}
-    for g in generations:
-        group = g["group_id"]
-        if group not in newest or g["generation_id"] > newest[group]["generation_id"]:
-            newest[group] = g
-        if g["status"] == GenerationStatus.APPROVED:
-            approved[group] = max(approved.get(group, 0), g["generation_id"])
-        if g.get("verification") in VERDICTS and (
-            group not in verdict or _verdict_key(g) > _verdict_key(verdict[group])
-        ):
-            verdict[group] = g
+    newest, approved, verdict = _latest(lake.read_arrow("generations").to_pylist())
     chosen = _chosen_metrics(lake, newest)
     gini_of = _member_gini(lake, newest)
     lag = _lag(lake, newest)
@@ -142,6 +158,26 @@ def families(lake: Lake) -> list[GaugeMetricFamily]:
     return [generation, status, approved_g, max_load, mean_load, ratio, gini_g, moves, lag_g, verification, differing]
 
 
+def _latest(
+    generations: list[dict[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, int], dict[str, dict[str, Any]]]:
+    """Per group: the newest generation, the newest approved generation id, the generation with the latest verdict."""
+    newest: dict[str, dict[str, Any]] = {}
+    approved: dict[str, int] = {}
+    verdict: dict[str, dict[str, Any]] = {}
+    for g in generations:
+        group = g["group_id"]
+        if group not in newest or g["generation_id"] > newest[group]["generation_id"]:
+            newest[group] = g
+        if g["status"] == GenerationStatus.APPROVED:
+            approved[group] = max(approved.get(group, 0), g["generation_id"])
+        if g.get("verification") in VERDICTS and (
+            group not in verdict or _verdict_key(g) > _verdict_key(verdict[group])
+        ):
+            verdict[group] = g
+    return newest, approved, verdict
+
+
 def _verdict_key(g: dict[str, Any]) -> tuple[Any, int]:
     return (g.get("verified_at"), g["generation_id"])
 
@@ -158,10 +194,12 @@ def _detail(g: dict[str, Any]) -> dict[str, Any]:
 def _chosen_metrics(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The chosen candidate's plan_metrics row of each group's newest generation."""
     ids = sorted({g["generation_id"] for g in newest.values()})
+    if not ids:
+        return {}
     return {
         m["group_id"]: m
         for m in lake.read_arrow("plan_metrics", [("generation_id", "in", ids)]).to_pylist()
-        if m["chosen"] and newest[m["group_id"]]["generation_id"] == m["generation_id"]
+        if m["chosen"] and m["group_id"] in newest and newest[m["group_id"]]["generation_id"] == m["generation_id"]
     }
 
 
@@ -185,8 +223,11 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
     for row in plans.group_by(["group_id", "member"]).aggregate([("weight", "sum")]).to_pylist():
         if row["member"] is not None:
             loads[row["group_id"]][row["member"]] = row["weight_sum"]
-    snapshots = {newest[g]["snapshot_id"] for g in loads}
-    for m in lake.read_arrow("snapshots", [("snapshot_id", "in", sorted(snapshots))]).to_pylist():
+    if not loads:
+        return {}
+    snapshots = sorted({newest[g]["snapshot_id"] for g in loads} - {None})
+    rows = lake.read_arrow("snapshots", [("snapshot_id", "in", snapshots)]).to_pylist() if snapshots else []
+    for m in rows:
         group = m["group_id"]
         if group in loads and m["member_id"] and m["snapshot_id"] == newest[group]["snapshot_id"]:
             loads[group].setdefault(m["member_id"], 0.0)
@@ -196,6 +237,8 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
 def _lag(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Total lag of each group in the snapshot its newest generation planned."""
     snapshots = sorted({g["snapshot_id"] for g in newest.values() if g["snapshot_id"]})
+    if not snapshots:
+        return {}
     offsets = lake.read_arrow("partition_offsets", [("snapshot_id", "in", snapshots)])
     totals = offsets.group_by(["snapshot_id", "group_id"]).aggregate([("lag", "sum")]).to_pylist()
     return {
