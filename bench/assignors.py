@@ -1,12 +1,20 @@
-"""Assignor benchmark: time and peak memory on Kafka's largest sticky tests and a 10,000-member group.
+"""Assignor benchmark: time and peak memory on Kafka's largest sticky tests, and balance by LOAD on skewed groups.
 
-Cases (AbstractStickyAssignorTest.testLargeAssignmentAndGroupWithUniformSubscription and
+Timing table. Cases (AbstractStickyAssignorTest.testLargeAssignmentAndGroupWithUniformSubscription and
 ...WithNonEqualSubscription: 500 topics x 2,000 partitions, 2,000 members, the last one subscribed to a single
 topic in the non-equal case), each (i) fresh and (ii) the next round: every member keeps what it was given,
 except that member 0 lost its data (as in Kafka's test), 5% of members leave and as many new ones join.
 Plus 10,000 members over 100 topics x 1,000 partitions. Prints one row per (case, round, strategy):
 milliseconds of the assignment itself (median of --repeat runs), peak traced memory of one assignment, the
-follow-up rounds of cooperative-sticky, and partitions moved. Run: `python bench/assignors.py [--quick]`.
+follow-up rounds of cooperative strategies, and partitions moved.
+
+Load table. Topics of 2,000 partitions, 10,000 / 100,000 / 1,000,000 partitions over 100 / 1,000 / 2,000 members,
+partition loads lognormal (sigma 1), a few hot (1% at 50x), Zipf (s 1.1, shuffled) or equal; rounds (i) fresh,
+(ii) "from sticky": the same members owning what sticky gave them (a group switching strategy), (iii) the next
+round of the strategy's own assignment with 5% churn as above. Per strategy: max/mean member load after the
+(follow-up) rounds, the bound the weights allow (planner.load.load_bound), load moved (share of the total) and
+partitions moved against today's owners, what a fresh balanced-load assignment would move instead, and the
+milliseconds of the first round. Run: `python bench/assignors.py [--quick] [--skip-timing] [--max-partitions N]`.
 """
 
 from __future__ import annotations
@@ -21,10 +29,16 @@ import tracemalloc
 import numpy as np
 
 from planner.assignment import assign_arrays, by_member
+from planner.assignment import next_round as rejoin
+from planner.assignors import load, protocol_of
 from planner.group import GroupSpec, parse_group
 from planner.invariants import check_plan
+from planner.load import load_bound, load_moved, max_mean_load
 
-STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "balanced-load", "cooperative-balanced-load")
+LOAD_STRATEGIES = ("sticky", "cooperative-sticky", "uniform", "balanced-load", "cooperative-balanced-load")
+LOAD_SIZES = ((10_000, 100), (100_000, 1_000), (1_000_000, 2_000))  # partitions, members
+LOAD_SHAPES = ("lognormal", "hot", "zipf", "equal")
 
 
 def fresh_group(topics: int, partitions: int, members: int, single_topic_member: bool) -> GroupSpec:
@@ -86,8 +100,8 @@ def measure(strategy: str, group: GroupSpec, repeat: int) -> dict:
     problems = check_plan(
         group,
         result.assignment,
-        balance="sticky" in strategy,
-        target=result.target if strategy == "cooperative-sticky" else None,
+        balance=strategy in ("sticky", "cooperative-sticky"),
+        target=result.target if protocol_of(load(strategy)) == "cooperative" else None,
     )
     start = time.perf_counter()
     by_member(group, np.flatnonzero(result.assignment >= 0), result.assignment[result.assignment >= 0])
@@ -105,11 +119,84 @@ def measure(strategy: str, group: GroupSpec, repeat: int) -> dict:
     }
 
 
+def with_loads(group: GroupSpec, shape: str, seed: int = 7) -> GroupSpec:
+    """The group with per-partition loads of the given shape (seeded, so every strategy sees the same loads)."""
+    rng = np.random.default_rng(seed)
+    n = group.num_partitions
+    if shape == "lognormal":
+        w = rng.lognormal(0.0, 1.0, n)
+    elif shape == "hot":
+        w = np.where(rng.random(n) < 0.01, 50.0, 1.0)
+    elif shape == "zipf":
+        w = (1.0 / np.arange(1, n + 1) ** 1.1)[rng.permutation(n)] * n
+    else:
+        w = np.ones(n)
+    w.flags.writeable = False
+    return dataclasses.replace(group, partition_loads=w)
+
+
+def round_group(round_name: str, fresh: GroupSpec, sticky: np.ndarray, own: np.ndarray) -> GroupSpec:
+    """The load table's rounds: fresh; the same members owning sticky's assignment; the strategy's own next round."""
+    if round_name == "fresh":
+        return fresh
+    if round_name == "from sticky":
+        return rejoin(fresh, sticky)
+    return next_round(fresh, own, churn=0.05)
+
+
+def fresh_would_move(group: GroupSpec) -> float:
+    """Load a from-scratch balanced-load assignment of the same members would move against today's owners."""
+    unowned = dataclasses.replace(group, claim_member=group.claim_member[:0], claim_partition=group.claim_partition[:0])
+    return load_moved(group, assign_arrays("balanced-load", unowned).target)
+
+
+def load_rows(strategies: list[str], max_partitions: int) -> None:
+    """The load table: one row per (shape, size, round, strategy)."""
+    print(
+        "| loads | partitions | members | round | strategy | max/mean | bound | load moved | partitions moved "
+        "| fresh would move | ms |"
+    )
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    for partitions, members in LOAD_SIZES:
+        if partitions > max_partitions:
+            continue
+        base = fresh_group(partitions // 2000, 2000, members, False)
+        for shape in LOAD_SHAPES:
+            fresh = with_loads(base, shape)
+            own = {s: assign_arrays(s, fresh).target for s in strategies}
+            for round_name in ("fresh", "from sticky", "next"):
+                for strategy in strategies:
+                    group = round_group(round_name, fresh, own["sticky"], own[strategy])
+                    result = assign_arrays(strategy, group)
+                    reference = "" if round_name == "fresh" else f"{fresh_would_move(group):.3f}"
+                    kept = result.target[group.claim_partition] == group.claim_member
+                    print(
+                        f"| {shape} | {group.num_partitions:,} | {len(group.members):,} | {round_name} | {strategy} "
+                        f"| {max_mean_load(group, result.target):.3f} | {load_bound(group):.3f} "
+                        f"| {load_moved(group, result.target):.3f} | {int(np.count_nonzero(~kept)):,} "
+                        f"| {reference} | {result.elapsed_ms:.0f} |",
+                        flush=True,
+                    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run per row instead of three")
+    parser.add_argument("--skip-timing", action="store_true", help="only the load table")
+    parser.add_argument("--max-partitions", type=int, default=1_000_000, help="largest load-table size")
     args = parser.parse_args()
     repeat = 1 if args.quick else 3
+    strategies = []
+    for strategy in LOAD_STRATEGIES:
+        try:
+            load(strategy)
+            strategies.append(strategy)
+        except ValueError as e:
+            print(f"note: {strategy!r} skipped in the load table ({e})")
+    load_rows(strategies, args.max_partitions)
+    if args.skip_timing:
+        return
+    print()
     cases = [
         ("kafka-large uniform", 500, 2000, 2000, False),
         ("kafka-large non-equal", 500, 2000, 2000, True),
