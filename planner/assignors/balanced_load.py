@@ -8,10 +8,11 @@ counts in check (KAFKA-5337's LagBasedAssignor, apache/kafka#3158; kafkajs#25). 
 2. limits, when set: at most `max_move_share` of the load (`move_budget="load"`) or of the partitions
    (`"partitions"`) leaves a still-valid owner in one rebalance; partition counts stay within `max_count_spread`
    (a member whose topics hold too few partitions is exempt from the floor, as in AbstractStickyAssignor);
-3. balance: lower max/mean load until the group is load-balanced: neither the heaviest member can give (or swap)
-   a partition to a lighter member subscribed to its topic, nor the lightest member take one, such that the
-   receiver ends at least `tolerance` x mean below the giver's old load. For unit loads this is
-   AbstractStickyAssignor's "counts differ by at most one" (tolerance below 1/mean);
+3. balance: lower max/mean load until the group is load-balanced: neither the heaviest member can hand load to
+   lighter members subscribed to its topics (one partition, a swap, one partition for a bundle of lighter ones,
+   or a hand-on through a third member), nor the lightest member take some, such that every receiver ends at
+   least `tolerance` x mean below the giver's old load. For unit loads and tolerance x mean below 1/2 this is
+   AbstractStickyAssignor's "counts differ by at most one";
 4. stickiness: move the least load, then the fewest partitions, balance needs; a load-balanced group without
    orphaned partitions moves nothing.
 
@@ -25,9 +26,11 @@ Phases, each a function below: keep valid ownership (and stop there when `_settl
 (heavier than the mean of what is left, each alone on a member); member goals (water-filling each topic class's
 load over its subscribers, fewest subscribers first, as UniformHeterogeneousAssignmentBuilder fills the
 least-loaded member, but by load); place orphaned partitions (LPT for the heavier, one vectorized cut for the
-light rest; stop there when settled); shed what a member holds above its goal band and place it; pull for members
-below their band; improve with moves and swaps between the heaviest and the lightest member. Hysteresis: a group
-is left alone while no step would even it by 2 x tolerance x mean; once it must move it is evened to 1 x.
+light rest); shed what a member holds above its goal band and place it; pull for members below their band;
+improve between the heaviest and the lightest member; untangle crossed hand-overs. When placing the orphans
+already left the group settled, the reshuffle is kept only if it lowers the heaviest load by tolerance x mean.
+Hysteresis: a group is left alone while no step would even it by 2 x tolerance x mean; once it must move, it is
+evened to 1 x, so the next rebalance with the same members moves nothing.
 
 Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. Sticky moves two partitions and leaves loads 7 / 3;
 balanced-load moves t0p0 and t0p3 (load 5, as little as balance allows) and leaves 5 / 5.
@@ -244,6 +247,7 @@ class _Plan:
         return unit * (then.astype(np.float64) - now)
 
     def affordable(self, extra: float) -> bool:
+        """Whether `extra` more voluntary movement stays within the budget."""
         return self.spent + extra <= self.budget * (1 + 1e-12) + 1e-12
 
     def move(self, parts: np.ndarray, to: np.ndarray) -> None:
@@ -313,7 +317,8 @@ class _Plan:
 
 
 def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:
-    """planner.load.max_load_bound over the heaviest 8 x M partitions (beyond them the mean dominates)."""
+    """planner.load.max_load_bound with the pigeonhole term over the heaviest 8 x M partitions only (still sound;
+    a full sort of a million loads costs more than the rarely binding larger terms are worth)."""
     top = w[live]
     if len(top) > 8 * n_members:
         top = top[np.argpartition(-top, 8 * n_members)[: 8 * n_members]]
@@ -373,8 +378,8 @@ def _goals(plan: _Plan) -> None:
 
     Each sweep re-levels every topic class's light load over its subscribers, the others' shares fixed; this
     lowers the sum of squared member loads, so the sweeps approach the most even fractional split (one sweep is
-    exact when all subscriptions are equal). The band is goal +- tolerance x mean; a member holding a heavy
-    partition and no share of the rest keeps just that partition.
+    exact when all subscriptions are equal). The band is goal +- tolerance x mean, its top never below the bound
+    the weights force on someone; a member holding a heavy partition and no share of the rest keeps just that.
     """
     n_classes = len(plan.classes)
     base = np.zeros(len(plan.load))
@@ -444,16 +449,16 @@ def _holdings(plan: _Plan, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return mine, np.stack([np.searchsorted(held_by, members), np.searchsorted(held_by, members, "right")], axis=1)
 
 
-def _release(plan: _Plan, members: np.ndarray, wants: np.ndarray, limits: np.ndarray, classes: np.ndarray) -> None:
-    """Each member (in the given order) releases about `want` load into the pool, at most `limit`, never its
-    pinned partition and only partitions of the allowed topic classes; stops when the budget is spent."""
+def _release(plan: _Plan, members: np.ndarray, wants: np.ndarray) -> None:
+    """Each member (in the given order) releases about `want` load into the pool (`_pick`), never its pinned
+    partition; stops when the budget is spent."""
     if len(members) == 0:
         return
     mine, spans = _holdings(plan, members)
     for i, (m, (start, end)) in enumerate(zip(members.tolist(), spans.tolist(), strict=True)):
         parts = mine[start:end]
-        parts = parts[(parts != plan.pinned[m]) & classes[plan.pclass[parts]]]
-        chosen = parts[_pick(plan.w[parts], float(wants[i]), float(limits[i]))]
+        parts = parts[parts != plan.pinned[m]]
+        chosen = parts[_pick(plan.w[parts], float(wants[i]), np.inf)]
         if len(chosen) == 0:
             continue
         if not plan.affordable(float(plan.cost(chosen, -1).sum())):
@@ -466,8 +471,7 @@ def _shed(plan: _Plan) -> None:
     excess = plan.load - plan.cap
     over = np.flatnonzero(excess > 1e-12 * max(plan.mean, 1.0))
     over = over[np.lexsort((plan.rank[over], -excess[over]))]
-    everything = np.ones(len(plan.classes), dtype=bool)
-    _release(plan, over, excess[over], np.full(len(over), np.inf), everything)
+    _release(plan, over, excess[over])
     # A member over the count ceiling releases its lightest partitions (rule 2 outranks balance).
     over = np.flatnonzero(plan.count > plan.count_hi)
     if len(over):
@@ -615,7 +619,8 @@ def _repair_counts(plan: _Plan) -> None:
     member furthest the other way that may take them, the one keeping loads closest chosen."""
     if plan.count_hi == np.iinfo(np.int64).max:
         return
-    for _ in range(int(np.abs(plan.count - plan.count_lo).sum()) + len(plan.load)):
+    outside = np.maximum(plan.count - plan.count_hi, 0).sum() + np.maximum(plan.count_lo - plan.count, 0).sum()
+    for _ in range(int(outside)):  # each trade brings one member one partition closer to the window
         over = np.flatnonzero(plan.count > plan.count_hi)
         under = np.flatnonzero(plan.count < plan.count_lo)
         if len(over):
@@ -633,6 +638,8 @@ def _repair_counts(plan: _Plan) -> None:
 
 
 def _count_move(plan: _Plan, a: int, takers: np.ndarray) -> bool:
+    """Move one of a's partitions to the taker with the fewest partitions that may take it, the partition that
+    leaves the two loads closest; False when no taker subscribes to any of a's topics."""
     parts = plan.parts_of(a)
     if len(parts) == 0 or len(takers) == 0:
         return False
