@@ -10,11 +10,13 @@ follow-up rounds of cooperative strategies, and partitions moved.
 
 Load table. Topics of 2,000 partitions, 10,000 / 100,000 / 1,000,000 partitions over 100 / 1,000 / 2,000 members,
 partition loads lognormal (sigma 1), a few hot (1% at 50x), Zipf (s 1.1, shuffled) or equal; rounds (i) fresh,
-(ii) "from sticky": the same members owning what sticky gave them (a group switching strategy), (iii) the next
-round of the strategy's own assignment with 5% churn as above. Per strategy: max/mean member load after the
-(follow-up) rounds, the bound the weights allow (planner.load.load_bound), load moved (share of the total) and
-partitions moved against today's owners, what a fresh balanced-load assignment would move instead, and the
-milliseconds of the first round. Run: `python bench/assignors.py [--quick] [--skip-timing] [--max-partitions N]`.
+(ii) "from sticky": the same members owning what sticky gave them (a group switching strategy), (iii) "join": one
+member joins the strategy's own assignment, (iv) the next round of it with 5% churn as above. Per strategy:
+max/mean member load after the (follow-up) rounds, the bound the weights allow (planner.load.load_bound), load
+moved (share of the total) and partitions moved against today's owners, what a fresh balanced-load assignment
+would move instead, and the milliseconds of the first round.
+
+Run: `python bench/assignors.py [--quick] [--skip-timing] [--max-partitions N]`.
 """
 
 from __future__ import annotations
@@ -136,11 +138,23 @@ def with_loads(group: GroupSpec, shape: str, seed: int = 7) -> GroupSpec:
 
 
 def round_group(round_name: str, fresh: GroupSpec, sticky: np.ndarray, own: np.ndarray) -> GroupSpec:
-    """The load table's rounds: fresh; the same members owning sticky's assignment; the strategy's own next round."""
+    """The load table's rounds: fresh; the same members owning sticky's assignment; one member joining the
+    strategy's own assignment; the strategy's own next round with churn."""
     if round_name == "fresh":
         return fresh
     if round_name == "from sticky":
         return rejoin(fresh, sticky)
+    if round_name == "join":
+        group = rejoin(fresh, own)
+        return dataclasses.replace(  # "joiner" sorts after every "consumer..." id, so ids stay name-ordered
+            group,
+            members=(*group.members, "joiner"),
+            subscriptions=(*group.subscriptions, group.subscriptions[0]),
+            unknown_topics=(*group.unknown_topics, ()),
+            group_instance_ids=(*group.group_instance_ids, None),
+            racks=(*group.racks, None),
+            generations=np.append(group.generations, -1),
+        )
     return next_round(fresh, own, churn=0.05)
 
 
@@ -164,7 +178,7 @@ def load_rows(strategies: list[str], max_partitions: int) -> None:
         for shape in LOAD_SHAPES:
             fresh = with_loads(base, shape)
             own = {s: assign_arrays(s, fresh).target for s in strategies}
-            for round_name in ("fresh", "from sticky", "next"):
+            for round_name in ("fresh", "from sticky", "join", "next"):
                 for strategy in strategies:
                     group = round_group(round_name, fresh, own["sticky"], own[strategy])
                     result = assign_arrays(strategy, group)
