@@ -144,7 +144,6 @@ GENERATIONS = table(
         ("status", pa.string()),
         ("gate_summary", pa.string()),
         ("changes", pa.string()),
-        ("changes", pa.string()),
         ("status_reason", pa.string()),
         ("status_at", TS),
         ("reviewed_by", pa.string()),
