@@ -38,8 +38,9 @@ def render(example: str) -> str:
     for line in lines:
         if "=" in line and not line.startswith("#"):
             name = line.split("=", 1)[0]
-            line = f"{name}={REFERENCE.sub(lambda m: values[m.group(1)], values[name])}"
-        out.append(line)
+            out.append(f"{name}={REFERENCE.sub(lambda m: values[m.group(1)], values[name])}")
+        else:
+            out.append(line)
     return "\n".join(out) + "\n"
 
 

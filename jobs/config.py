@@ -20,12 +20,13 @@ class Config:
     lake: str = "./lake"
     spark_master: str = "local[*]"
     snapshots: str = ""
-    strategies: tuple[str, ...] = ("range", "roundrobin", "sticky", "cooperative-sticky")
+    strategies: tuple[str, ...] = ("range", "roundrobin", "sticky", "cooperative-sticky", "balanced-load")
     group_pattern: str = "*"
     sample_topics: tuple[str, ...] = ()
     sample_records: int = 1000
     what_if: str = ""
     reports: str = ""  # report directory (default <lake>/reports)
+    load_source: str = "auto"  # what weighs a partition when planning (jobs.kernels.loads.MODES)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Config:
@@ -40,16 +41,17 @@ class Config:
 
     def with_overrides(self, **overrides: Any) -> Config:
         """A copy with the given non-empty overrides, parsed to each field's type (lists from "a,b,c")."""
-        clean = {}
+        clean: dict[str, Any] = {}
         for name, value in overrides.items():
             if value in (None, "", [], ()):
                 continue
             default = getattr(self, name)
             if isinstance(default, tuple):
-                value = (
+                clean[name] = (
                     tuple(s.strip() for s in value.split(",") if s.strip()) if isinstance(value, str) else tuple(value)
                 )
             elif isinstance(default, int):
-                value = int(value)
-            clean[name] = value
+                clean[name] = int(value)
+            else:
+                clean[name] = value
         return replace(self, **clean)

@@ -315,9 +315,12 @@ def _line_column(text: str, pos: int) -> str:
 
 def _checked(document: Document, decoder: _Decoder, text: str) -> Document:
     """The document, or the document refused for the first marked value or lone surrogate it holds."""
-    if document.error is None and (decoder.marked or _ESCAPED_SURROGATE.search(text)):
-        if (problem := _problem(document.doc)) is not None:
-            return _refused(document, problem)
+    if (
+        document.error is None
+        and (decoder.marked or _ESCAPED_SURROGATE.search(text))
+        and (problem := _problem(document.doc)) is not None
+    ):
+        return _refused(document, problem)
     return document
 
 

@@ -270,8 +270,8 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
     null_bytes = float(sizes[~keyed].sum())
     today = parts[0][keyed]
     m, b = messages[keyed], sizes[keyed]
-    for n, where in zip(plan.counts, parts, strict=True):
-        where = where[keyed]
+    for n, placed in zip(plan.counts, parts, strict=True):
+        where = placed[keyed]
         moved = where != today
         yield _batch(
             METRICS_SCHEMA,

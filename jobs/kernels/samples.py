@@ -63,8 +63,8 @@ def read_units(source: SampleSource, units: Iterable[tuple[str, int]]) -> Iterat
         present = [c for c in parquet.schema_arrow.names if c in wanted or c == "sample_id"]
         if parquet.num_row_groups == 0:
             continue
-        for batch in parquet.iter_batches(READ_BATCH_ROWS, row_groups=[row_group], columns=present):
-            batch = _without_views(batch)
+        for read in parquet.iter_batches(READ_BATCH_ROWS, row_groups=[row_group], columns=present):
+            batch = _without_views(read)
             if source.sample_id is not None:
                 batch = batch.filter(pc.equal(batch.column("sample_id"), source.sample_id))
             yield standardize(batch, source.columns, source.constants.get(uri, {}))

@@ -8,6 +8,7 @@ and every value from the lake is escaped with `html.escape`.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -501,4 +502,4 @@ def _value(value: Any) -> str:
 
 def _missing(value: Any) -> bool:
     """None or a float NaN (a null the lake wrote as NaN)."""
-    return value is None or (isinstance(value, float) and value != value)
+    return value is None or (isinstance(value, float) and math.isnan(value))
