@@ -72,9 +72,9 @@ def skew(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def plan(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
     """Plan every group of the run with each strategy, weighting partitions by the run's measured loads."""
-    from jobs.steps import plan, skew
+    from jobs.steps import plan
 
-    return plan.run(ctx, weights=skew.partition_weights(ctx.lake, ctx.run_id))
+    return plan.run(ctx)
 
 
 def changes(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -122,6 +122,7 @@ PLAN_METRICS = table(
         ("max_load", pa.float64()),
         ("mean_load", pa.float64()),
         ("max_mean_load", pa.float64()),
+        ("load_bound", pa.float64()),
         ("partitions_moved", pa.int32()),
         ("stickiness", pa.float64()),
         ("chosen", pa.bool_()),
@@ -153,6 +154,7 @@ GENERATIONS = table(
         ("verification", pa.string()),
         ("verified_at", TS),
         ("verification_detail", pa.string()),
+        ("load_source", pa.string()),
     ],
     "one planning run of one group; status (schemas.status.GenerationStatus) candidate -> gated -> approved | "
     "rejected, approved -> superseded, candidate -> abandoned; who reviewed it, when, and the report they saw",
@@ -253,6 +255,21 @@ PLAN_DIFFS = table(
     "each candidate against today's assignment, per member: partitions gained and lost",
 )
 
+PARTITION_LOADS = table(
+    "partition_loads",
+    ("generation_id", "group_id", "topic", "partition"),
+    [
+        ("generation_id", pa.int64()),
+        ("group_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("load", pa.float64()),
+        ("source", pa.string()),
+    ],
+    "what each partition weighed when a generation was planned, and where that came from: messages, bytes, "
+    "throughput or lag, mean (the group's mean where the measure had no value) or uniform",
+)
+
 QUARANTINE = table(
     "quarantine",
     ("ingest_id",),
@@ -277,6 +294,7 @@ TABLES: dict[str, TableSpec] = {
         KEY_SAMPLES,
         PLANS,
         PLAN_METRICS,
+        PARTITION_LOADS,
         GENERATIONS,
         GATE_RESULTS,
         QUARANTINE,

@@ -1,101 +1,372 @@
-"""The plan kernel: one group's snapshot rows in, every strategy's candidate out (runs inside applyInPandas).
+"""The plan kernel: each group's snapshot rows and load measurements in, every strategy's candidate out.
 
-The planner is pure, so each group plans independently and in parallel, one Spark task per group.
+Runs inside Spark's mapInArrow over rows partitioned and sorted by group (`jobs.steps.plan`). Each group goes
+straight from Arrow arrays into the planner's dense-id form (`GroupSpec`): no Python object per partition, so a
+group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads of all its
+groups to one Parquet file per table in the tables' directories, and returns only small rows: each candidate's
+`plan_metrics` and the path of each file written, which the step commits to Delta.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from planner import assign
-from schemas.tables import PLANS
+from jobs.kernels.loads import Loads, choose
+from planner.assignment import assign_arrays
+from planner.group import DEFAULT_GENERATION, GroupSpec, java_key
+from planner.load import load_bound
+from schemas.tables import PARTITION_LOADS, PLAN_METRICS, PLANS
 
+# What the kernel returns: one row per candidate (its plan_metrics and the group's load source), then one row per
+# file it wrote (`table`, `path` relative to the lake root's table directory); the other kind's columns are null.
+OUTCOME = pa.schema(
+    [
+        *(f.with_nullable(True) for f in PLAN_METRICS.schema),
+        pa.field("load_source", pa.string()),
+        pa.field("table", pa.string()),
+        pa.field("path", pa.string()),
+    ]
+)
 
-def compact_group(
-    members: pd.DataFrame, counts: Mapping[str, int], weights: Mapping[str, Sequence[float]]
-) -> dict[str, Any]:
-    """A group's snapshot rows in the planner's compact form; previous ownership is what members own now."""
-    subscribed = sorted({t for topics in members["topics"] for t in topics})
-    doc: dict[str, Any] = {"topics": {t: counts[t] for t in subscribed if t in counts}, "members": {}}
-    for row in members.itertuples(index=False):
-        owned = row.owned if len(row.owned) else row.assignment
-        generation = _value(row.kafka_generation)
-        doc["members"][row.member_id] = {
-            "topics": list(row.topics),
-            "owned": [[tp["topic"], int(tp["partition"])] for tp in owned],
-            "generation": None if generation is None else int(generation),
-            "group_instance_id": _value(row.group_instance_id),
-            "rack": _value(row.rack),
-        }
-    doc["loads"] = {t: list(weights[t]) for t in doc["topics"] if t in weights}
-    return doc
-
-
-_PLAN_DTYPES = {
-    "generation_id": "int64",
-    "group_id": object,
-    "strategy": object,
-    "topic": object,
-    "partition": "int32",
-    "member": object,
-    "previous_member": object,
-    "moved": bool,
-    "phase": object,
-    "weight": "float64",
-}
+ROW_GROUP_ROWS = 1 << 20  # plan rows buffered per Parquet row group: small groups share one, a large one splits
 
 
-def _value(cell: Any) -> Any:
-    """A pandas cell with its missing markers (None, NaN, NA) turned into None."""
-    return None if cell is None or pd.isna(cell) else cell
+@dataclass(frozen=True)
+class PlanSettings:
+    """One run's settings, shipped to the executors with the kernel."""
+
+    strategies: tuple[str, ...]
+    counts: Mapping[str, int]  # partition count per topic of the snapshot
+    load_source: str  # jobs.kernels.loads.MODES
+    directories: Mapping[str, str]  # table name -> directory the task writes its Parquet file into
 
 
-def plan_group(
-    members: pd.DataFrame,
-    strategies: Sequence[str],
-    counts: Mapping[str, int],
-    weights: Mapping[str, Sequence[float]],
-) -> pd.DataFrame:
-    """Every strategy's candidate for one group as `plans` rows; `members` carries the group's generation_id."""
-    generation_id = int(members["generation_id"].iloc[0])
-    group_id = members["group_id"].iloc[0]
-    members = members[members["member_id"] != ""].sort_values("member_id")
-    doc = compact_group(members, counts, weights)
-    current = {
-        (tp["topic"], int(tp["partition"])): row.member_id
-        for row in members.itertuples(index=False)
-        for tp in row.assignment
-    }
-    frames = []
-    for strategy in strategies:
-        result = assign(strategy, doc)
-        # Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in
-        # the follow-up one, so its target owner does not get it now.
-        now = {(t, p, m) for m, tps in result.assignment.items() for t, p in tps}
-        rows = [(topic, partition, member) for member, tps in result.target.items() for topic, partition in tps]
-        frame = pd.DataFrame(rows, columns=["topic", "partition", "member"])
-        frame["previous_member"] = [current.get((t, p)) for t, p, _ in rows]
-        frame["moved"] = frame["previous_member"].notna() & (frame["previous_member"] != frame["member"])
-        frame["phase"] = ["assign" if row in now else "revoke" for row in rows]
-        frame["weight"] = [float(weights[t][p]) if t in weights and p < len(weights[t]) else 1.0 for t, p, _ in rows]
-        frame["strategy"] = strategy
-        frames.append(frame)
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PLANS.schema.names)
-    out["generation_id"] = generation_id
-    out["group_id"] = group_id
-    # Plain numpy/object dtypes: pandas 3's Arrow-backed strings reach Spark's serializer as chunked arrays.
-    return out[PLANS.schema.names].astype(_PLAN_DTYPES)
+@dataclass(frozen=True)
+class Group:
+    """A group ready to plan: the planner's input, today's owner per partition id, and its loads."""
+
+    group_id: str
+    generation_id: int
+    spec: GroupSpec
+    current: np.ndarray  # int32[P]: member id holding each partition per the members' `assignment` (-1: none)
+    loads: Loads
 
 
-def plan_kernel(
-    strategies: Sequence[str], counts: Mapping[str, int], weights: Mapping[str, Sequence[float]]
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """`plan_group` bound to one run's settings, as the function applyInPandas calls per group."""
+def plan_kernel(settings: PlanSettings) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function of one run: plan each group of the task's rows, write files, return outcomes."""
 
-    def kernel(members: pd.DataFrame) -> pd.DataFrame:
-        return plan_group(members, strategies, counts, weights)
+    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        sinks = {name: ParquetSink(directory, _SCHEMAS[name]) for name, directory in settings.directories.items()}
+        for rows in group_rows(batches):
+            group = build_group(rows, settings.counts, settings.load_source)
+            if group is None:
+                continue
+            sinks[PARTITION_LOADS.name].write(load_rows(group))
+            bound = load_bound(group.spec)
+            candidates = []
+            for strategy in settings.strategies:
+                plan, metrics = candidate(group, strategy, bound)
+                sinks[PLANS.name].write(plan)
+                candidates += [metrics] if metrics else []
+            yield outcome_batch(choose_candidate(candidates), group.loads.label)
+        files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
+        yield pa.RecordBatch.from_pydict(
+            {"table": [n for n, _ in files], "path": [p for _, p in files]} | _nulls(OUTCOME, len(files)),
+            schema=OUTCOME,
+        )
 
     return kernel
+
+
+_SCHEMAS = {PLANS.name: PLANS.schema, PARTITION_LOADS.name: PARTITION_LOADS.schema}
+
+
+def group_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Each group's rows in turn, from batches sorted by group_id (a group may span batches)."""
+    pending: list[pa.RecordBatch] = []
+    for batch in batches:
+        ids = batch.column("group_id")
+        if len(ids) == 0:
+            continue
+        edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
+        for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
+            piece = batch.slice(start, end - start)
+            if pending and pending[0].column("group_id")[0] != piece.column("group_id")[0]:
+                yield pa.Table.from_batches(pending)
+                pending = []
+            pending.append(piece)
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> Group | None:
+    """One group's rows (members, and load measurements with `source` set) as a Group; None without members."""
+    is_load = pc.is_valid(rows.column("source"))
+    members = rows.filter(pc.and_(pc.invert(is_load), pc.not_equal(rows.column("member_id"), "")))
+    if members.num_rows == 0:
+        return None
+    spec, current = group_spec(members, counts)
+    measured = rows.filter(is_load)
+    loads = choose(
+        load_source,
+        measurements(measured, spec),
+        spec.num_partitions,
+        has_previous=members.column("previous_snapshot").null_count < members.num_rows,
+    )
+    spec = dataclasses.replace(spec, partition_loads=_frozen(loads.values))
+    return Group(rows.column("group_id")[0].as_py(), rows.column("generation_id")[0].as_py(), spec, current, loads)
+
+
+def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec, np.ndarray]:
+    """Member rows of one snapshot group in the planner's form, and today's owner of each partition id.
+
+    Reads the rows as `planner.group.from_snapshot` reads a snapshot document: members and topics in Java String
+    order, the subscribed topics the snapshot knows, claims = `owned` when non-empty, else `assignment` (a
+    KIP-848 consumer group: the coordinator's `target_assignment`), the group's generation for every member.
+    """
+    ids = members.column("member_id").to_pylist()
+    members = members.take(sorted(range(len(ids)), key=lambda i: java_key(ids[i])))
+    names = members.column("member_id").to_pylist()
+    flat, parent = _flatten(_array(members, "topics"))
+    topics = tuple(sorted((t for t in pc.unique(flat).to_pylist() if t in counts), key=java_key))
+    topic_start = np.zeros(len(topics) + 1, dtype=np.int64)
+    np.cumsum([counts[t] for t in topics], out=topic_start[1:])
+    topic_id = pc.index_in(flat, value_set=pa.array(topics, pa.string()))
+    known = topic_id.is_valid().to_numpy(zero_copy_only=False)
+    subscriptions = _split(parent[known], topic_id.to_numpy(zero_copy_only=False)[known], len(names), len(topics))
+    unknown: list[set[str]] = [set() for _ in names]
+    for m, t in zip(parent[~known].tolist(), flat.filter(pa.array(~known)).to_pylist(), strict=True):
+        unknown[m].add(t)
+    claim_member, claim_partition = _claims(members, topics, topic_start)
+    order = np.lexsort((claim_partition, claim_member))
+    generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(zero_copy_only=False)
+    held_by, held = _pairs(_array(members, "assignment"), topics, topic_start)
+    current = np.full(int(topic_start[-1]), -1, dtype=np.int32)
+    current[held] = held_by
+    spec = GroupSpec(
+        topics=topics,
+        topic_start=_frozen(topic_start),
+        members=tuple(names),
+        subscriptions=tuple(_frozen(s) for s in subscriptions),
+        unknown_topics=tuple(tuple(sorted(u, key=java_key)) for u in unknown),
+        group_instance_ids=tuple(members.column("group_instance_id").to_pylist()),
+        racks=tuple(members.column("rack").to_pylist()),
+        generations=_frozen(generation.astype(np.int64)),
+        claim_member=_frozen(claim_member[order].astype(np.int32)),
+        claim_partition=_frozen(claim_partition[order]),
+        partition_loads=None,
+        member_weights=None,
+    )
+    return spec, current
+
+
+def _claims(members: pa.Table, topics: tuple[str, ...], topic_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(member id, partition id) of each ownership claim, as `planner.group.from_snapshot` picks the claims."""
+    owned = pc.fill_null(pc.list_value_length(members.column("owned")), 0).to_numpy(zero_copy_only=False)
+    target = members.column("target_assignment")
+    consumer = pc.fill_null(pc.equal(members.column("group_type"), "consumer"), False)
+    use_target = pc.and_(consumer, pc.is_valid(target)).to_numpy(zero_copy_only=False)
+    choice = np.where(use_target, 2, np.where(owned > 0, 0, 1))
+    pieces = [
+        _pairs(_array(members, column), topics, topic_start, keep=choice == k)
+        for k, column in enumerate(("owned", "assignment", "target_assignment"))
+    ]
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+
+
+def _pairs(
+    column: pa.Array, topics: tuple[str, ...], topic_start: np.ndarray, keep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(member row, partition id) of each (topic, partition) in a list column that names an existing partition
+    ("filter out any topics that no longer exist", AbstractStickyAssignor), from the rows where `keep`."""
+    flat, parent = _flatten(column)
+    topic_id = pc.index_in(flat.field("topic"), value_set=pa.array(topics, pa.string()))
+    t = pc.fill_null(topic_id, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    p = pc.fill_null(flat.field("partition"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    count = np.diff(topic_start)
+    valid = (t >= 0) & (p >= 0) & (p < count[np.maximum(t, 0)] if len(count) else False)
+    if keep is not None:
+        valid &= keep[parent]
+    return parent[valid], topic_start[t[valid]] + p[valid]
+
+
+def _array(table: pa.Table, column: str) -> pa.Array:
+    """A column as one contiguous array (list offsets and parent indices then count from its first row)."""
+    return table.column(column).combine_chunks()
+
+
+def _flatten(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """A list column's values and, for each, the row it belongs to (null lists hold nothing)."""
+    return pc.list_flatten(column), pc.list_parent_indices(column).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _split(member: np.ndarray, topic: np.ndarray, members: int, topics: int) -> list[np.ndarray]:
+    """Each member's sorted, distinct topic ids from (member, topic id) pairs."""
+    key = np.unique(member.astype(np.int64) * max(topics, 1) + topic)
+    owner, ids = key // max(topics, 1), (key % max(topics, 1)).astype(np.int32)
+    bounds = np.searchsorted(owner, np.arange(members + 1))
+    return [ids[bounds[m] : bounds[m + 1]] for m in range(members)]
+
+
+def measurements(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Load measurements by source: (partition ids, values) of the rows naming a partition of the group."""
+    topic_id = pc.index_in(rows.column("topic"), value_set=pa.array(spec.topics, pa.string()))
+    t = pc.fill_null(topic_id, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    p = pc.fill_null(rows.column("partition"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = spec.partition_counts
+    valid = (t >= 0) & (p >= 0) & (p < counts[np.maximum(t, 0)] if len(counts) else False)
+    part = np.where(valid, spec.topic_start[np.maximum(t, 0)] + p, -1)
+    value = pc.fill_null(rows.column("value"), np.nan).to_numpy(zero_copy_only=False)
+    source = rows.column("source").to_numpy(zero_copy_only=False)
+    return {s: (part[source == s], value[source == s]) for s in set(source.tolist())}
+
+
+def load_rows(group: Group) -> pa.Table:
+    """`partition_loads` rows: every partition of the group's topics, its load and where it came from."""
+    spec, n = group.spec, group.spec.num_partitions
+    topic = spec.topic_of(np.arange(n))
+    return pa.table(
+        {
+            "generation_id": pa.array(np.full(n, group.generation_id, dtype=np.int64)),
+            "group_id": _repeat(group.group_id, n),
+            "topic": _names(spec.topics, topic),
+            "partition": pa.array((np.arange(n) - spec.topic_start[topic]).astype(np.int32)),
+            "load": pa.array(group.loads.values),
+            "source": pa.array(group.loads.sources.tolist(), pa.string()),
+        },
+        schema=PARTITION_LOADS.schema,
+    )
+
+
+def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, dict[str, Any] | None]:
+    """One strategy's candidate: its `plans` rows (each assigned partition's target owner, previous owner, move
+    and phase) and its `plan_metrics` (None when it assigns nothing).
+
+    Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in the
+    follow-up one, so its target owner does not get it now (phase `revoke`).
+    """
+    spec = group.spec
+    arrays = assign_arrays(strategy, spec)
+    parts = np.flatnonzero(arrays.target >= 0)
+    member = arrays.target[parts]
+    previous = group.current[parts]
+    moved = (previous >= 0) & (previous != member)
+    weight = spec.partition_loads[parts] if spec.partition_loads is not None else np.ones(len(parts))
+    topic = spec.topic_of(parts)
+    n = len(parts)
+    rows = pa.table(
+        {
+            "generation_id": pa.array(np.full(n, group.generation_id, dtype=np.int64)),
+            "group_id": _repeat(group.group_id, n),
+            "strategy": _repeat(strategy, n),
+            "topic": _names(spec.topics, topic),
+            "partition": pa.array((parts - spec.topic_start[topic]).astype(np.int32)),
+            "member": _names(spec.members, member),
+            "previous_member": _names(spec.members, previous),
+            "moved": pa.array(moved),
+            "phase": _names(("revoke", "assign"), (arrays.assignment[parts] == member).astype(np.int64)),
+            "weight": pa.array(weight),
+        },
+        schema=PLANS.schema,
+    )
+    if n == 0:
+        return rows, None
+    members = len(spec.members)
+    held = np.bincount(member, minlength=members)
+    load = np.bincount(member, weights=weight, minlength=members)
+    mean = float(weight.sum()) / members
+    owned_before = int(np.count_nonzero(previous >= 0))
+    metrics = {
+        "generation_id": group.generation_id,
+        "group_id": group.group_id,
+        "strategy": strategy,
+        "members": members,
+        "partitions": n,
+        # A member with no partition has count 0, so the spread runs down to zero when anyone is idle.
+        "count_spread": int(held.max() - held.min()),
+        "max_load": float(load.max()),
+        "mean_load": mean,
+        "max_mean_load": float(load.max()) / mean if mean > 0 else 1.0,
+        "load_bound": bound,
+        "partitions_moved": int(moved.sum()),
+        "stickiness": 1 - int(moved.sum()) / owned_before if owned_before else None,
+    }
+    return rows, metrics
+
+
+def choose_candidate(candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates with `chosen` set on one: best balance (lowest max/mean load), then fewest moves, then
+    strategy name."""
+    best = min(candidates, key=lambda c: (c["max_mean_load"], c["partitions_moved"], c["strategy"]), default=None)
+    return [c | {"chosen": c is best} for c in candidates]
+
+
+def outcome_batch(candidates: Sequence[dict[str, Any]], load_source: str) -> pa.RecordBatch:
+    """Candidate rows of the kernel's outcome."""
+    rows = [c | {"load_source": load_source} for c in candidates]
+    return pa.RecordBatch.from_pylist(rows, schema=OUTCOME)
+
+
+class ParquetSink:
+    """One Parquet file per task and table, opened on first write; small tables are buffered into row groups."""
+
+    def __init__(self, directory: str, schema: pa.Schema) -> None:
+        self.directory, self.schema = directory, schema
+        self.name = f"part-{uuid.uuid4().hex}.snappy.parquet"
+        self.pending: list[pa.Table] = []
+        self.rows = 0
+        self.writer: pq.ParquetWriter | None = None
+
+    def write(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def close(self) -> str | None:
+        """Flush and close; the file's name inside the directory, or None when nothing was written."""
+        self._flush()
+        if self.writer is None:
+            return None
+        self.writer.close()
+        return self.name
+
+    def _flush(self) -> None:
+        if not self.rows:
+            return
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(os.path.join(self.directory, self.name), self.schema)
+        self.writer.write_table(pa.concat_tables(self.pending), row_group_size=ROW_GROUP_ROWS)
+        self.pending, self.rows = [], 0
+
+
+def _names(names: Sequence[str], ids: np.ndarray) -> pa.Array:
+    """Names by id (-1: null), built in Arrow (a dictionary decoded once) rather than one Python str per row."""
+    ids = np.asarray(ids, dtype=np.int32)
+    indices = pa.array(ids, mask=ids < 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(names, pa.string())).cast(pa.string())
+
+
+def _repeat(value: str, n: int) -> pa.Array:
+    """A string column holding one value n times."""
+    return _names((value,), np.zeros(n, dtype=np.int32))
+
+
+def _nulls(schema: pa.Schema, n: int) -> dict[str, pa.Array]:
+    """Null columns for every field of `schema` but `table` and `path`."""
+    return {f.name: pa.nulls(n, f.type) for f in schema if f.name not in ("table", "path")}
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a

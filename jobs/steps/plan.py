@@ -1,9 +1,14 @@
-"""Plan: one candidate assignment per group and strategy, computed by Spark one task per group.
+"""Plan: every strategy's candidate assignment for every group of a run, computed by Spark tasks.
 
-Extract the snapshot's members and partition counts, transform with `jobs.kernels.plan` inside applyInPandas
-(the planner is pure, so each group plans independently and in parallel), load `plans`, `plan_metrics` and a
-`generations` row per group. Generation ids are allocated under the lake lock: they increase per group, are never
-reused, and a re-run of the same run id gets the same ids back, so MERGE makes it idempotent.
+Extract the snapshot's members, partition counts and load measurements (`jobs.steps.plan_loads`); transform in
+`jobs.kernels.plan` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
+task writes its groups' plan rows and partition loads as Parquet files and returns only each candidate's metrics;
+load: the files are committed to `plans` and `partition_loads`, the metrics to `plan_metrics`, the chosen strategy
+and load source to `generations`. Nothing the size of a plan passes through the driver.
+
+Generation ids are allocated under the lake lock: they increase per group, are never reused, and a re-run of the
+same run id gets the same ids back; each commit replaces every row of those generations (one Delta transaction
+per table), so a re-run rewrites the same rows.
 """
 
 from __future__ import annotations
@@ -13,15 +18,34 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.context import RunContext
-from jobs.io.lake import Lake, rows_table
-from jobs.kernels.plan import plan_kernel
+from jobs.io.delta_files import replace_generations, write_file
+from jobs.io.lake import Lake, conform, rows_table
+from jobs.kernels.loads import check_mode
+from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
+from jobs.steps.plan_loads import measurements, previous_snapshots
+from planner.assignors import load
 from schemas.status import GenerationStatus
-from schemas.tables import PLANS
+from schemas.tables import PARTITION_LOADS, PLAN_METRICS, PLANS
+
+MEMBER_COLUMNS = (
+    "group_id",
+    "member_id",
+    "topics",
+    "owned",
+    "assignment",
+    "target_assignment",
+    "group_type",
+    "kafka_generation",
+    "group_instance_id",
+    "rack",
+)
 
 
 def allocate_generations(
@@ -64,52 +88,13 @@ def allocate_generations(
     return ids
 
 
-def metrics(plans: DataFrame, snapshot: DataFrame) -> DataFrame:
-    """`plan_metrics` from the plans: count spread and max/mean load over all members, moves, stickiness."""
-    members = (
-        snapshot.where(F.col("member_id") != "").groupBy("group_id").agg(F.countDistinct("member_id").alias("members"))
-    )
-    per_member = plans.groupBy("generation_id", "group_id", "strategy", "member").agg(
-        F.count("*").alias("n"), F.sum("weight").alias("load")
-    )
-    counts = per_member.groupBy("generation_id", "group_id", "strategy").agg(
-        F.max("n").alias("max_n"),
-        F.min("n").alias("min_n"),
-        F.count("member").alias("holders"),
-        F.max("load").alias("max_load"),
-        F.sum("load").alias("total_load"),
-    )
-    moves = plans.groupBy("generation_id", "group_id", "strategy").agg(
-        F.count("*").alias("partitions"),
-        F.sum(F.col("moved").cast("int")).alias("partitions_moved"),
-        F.count("previous_member").alias("owned_before"),
-    )
-    out = (
-        counts.join(moves, ["generation_id", "group_id", "strategy"])
-        .join(members, "group_id")
-        .withColumn("mean_load", F.col("total_load") / F.col("members"))
-        # A member with no partition has count 0, so the spread runs down to zero when anyone is idle.
-        .withColumn(
-            "count_spread", F.col("max_n") - F.when(F.col("holders") < F.col("members"), 0).otherwise(F.col("min_n"))
-        )
-        .withColumn("max_mean_load", F.col("max_load") / F.col("mean_load"))
-        .withColumn(
-            "stickiness", F.when(F.col("owned_before") > 0, 1 - F.col("partitions_moved") / F.col("owned_before"))
-        )
-    )
-    # The chosen candidate: best balance (lowest max/mean load), then fewest moves, then strategy name.
-    best = Window.partitionBy("generation_id", "group_id").orderBy("max_mean_load", "partitions_moved", "strategy")
-    return out.withColumn("chosen", F.row_number().over(best) == 1)
-
-
-def run(
-    ctx: RunContext,
-    *,
-    weights: Mapping[str, Sequence[float]] | None = None,
-    created_at: datetime | None = None,
-) -> dict[str, int]:
+def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int]:
     """Plan every group of snapshot `ctx.run_id` with each configured strategy; returns group -> generation id."""
-    spark, lake, run_id, config, trigger = ctx.spark, ctx.lake, ctx.run_id, ctx.config, ctx.trigger
+    spark, lake, run_id, config = ctx.spark, ctx.lake, ctx.run_id, ctx.config
+    mode = check_mode(config.load_source)
+    strategies = tuple(config.strategies)
+    for strategy in strategies:
+        load(strategy)  # an unknown strategy is named here, before any task starts
     snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
     groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
     if not groups:
@@ -122,35 +107,69 @@ def run(
         .distinct()
         .collect()
     }
-    weights = dict(weights or {})
-    strategies = list(config.strategies)
-    ids = allocate_generations(
-        lake,
-        groups,
-        run_id,
-        run_id,
-        trigger,
-        {"strategies": strategies, "weighted_topics": sorted(weights)},
-        created_at or datetime.now(UTC),
+    skewed = lake.read_arrow("key_skew", [("run_id", "=", run_id), ("current", "=", True)]).column("topic")
+    parameters = {
+        "strategies": list(strategies),
+        "load_source": mode,
+        "weighted_topics": sorted(set(skewed.to_pylist())),
+    }
+    ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
+    settings = PlanSettings(
+        strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in (PLANS, PARTITION_LOADS)}
     )
-    generation_of = F.create_map(*[x for g in groups for x in (F.lit(g), F.lit(ids[g]))])
-    kernel = plan_kernel(strategies, counts, weights)  # executors import only the shipped jobs.kernels
-    plans = (
-        snapshot.withColumn("generation_id", generation_of[F.col("group_id")])
-        .groupBy("group_id")
-        .applyInPandas(kernel, schema=from_arrow_schema(PLANS.schema))
-        .cache()
+    outcome = (
+        kernel_input(spark, lake, run_id, snapshot, ids)
+        .mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME))
+        .toArrow()
     )
-    lake.merge("plans", plans.toArrow())
-    plan_metrics = metrics(plans, snapshot).toArrow()
-    lake.merge("plan_metrics", plan_metrics)
-    chosen = {r["group_id"]: r["strategy"] for r in plan_metrics.to_pylist() if r["chosen"]}
+    written = outcome.filter(pc.is_valid(outcome.column("path")))
+    for table in (PLANS, PARTITION_LOADS):
+        files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
+        replace_generations(lake.path(table.name), files, ids, table.schema)
+    candidates = outcome.filter(pc.is_null(outcome.column("path")))
+    metrics = conform(PLAN_METRICS, candidates)
+    directory = lake.path(PLAN_METRICS.name)
+    replace_generations(directory, [write_file(directory, metrics)] if metrics.num_rows else [], ids, metrics.schema)
+    record_choices(lake, ids, candidates)
+    return ids
+
+
+def kernel_input(
+    spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame, ids: Mapping[str, int]
+) -> DataFrame:
+    """The kernel's rows: each group's members (with its generation id and previous snapshot) and its load
+    measurements, hash-partitioned and sorted by group so that a task sees each of its groups whole."""
+    generation_of = F.create_map(*[x for g, i in ids.items() for x in (F.lit(g), F.lit(i))])
+    members = snapshot.select(*MEMBER_COLUMNS).join(
+        previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"), "group_id", "left"
+    )
+    rows = members.unionByName(measurements(spark, lake, run_id, snapshot), allowMissingColumns=True)
+    tasks = max(1, min(len(ids), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
+    return (
+        rows.withColumn("generation_id", generation_of[F.col("group_id")])
+        .repartition(tasks, "group_id")
+        .sortWithinPartitions("group_id")
+    )
+
+
+def record_choices(lake: Lake, ids: Mapping[str, int], candidates: pa.Table) -> None:
+    """Each generation's chosen strategy and load source."""
+    chosen = {r["group_id"]: r for r in candidates.filter(candidates.column("chosen")).to_pylist()}
+    groups, labels = candidates.column("group_id").to_pylist(), candidates.column("load_source").to_pylist()
+    sources = dict(zip(groups, labels, strict=True))
     lake.update(
         "generations",
         rows_table(
-            "generations", [{"group_id": g, "generation_id": ids[g], "chosen_strategy": chosen.get(g)} for g in groups]
+            "generations",
+            [
+                {
+                    "group_id": g,
+                    "generation_id": i,
+                    "chosen_strategy": chosen[g]["strategy"] if g in chosen else None,
+                    "load_source": sources.get(g),
+                }
+                for g, i in ids.items()
+            ],
         ),
-        ["chosen_strategy"],
+        ["chosen_strategy", "load_source"],
     )
-    plans.unpersist()
-    return ids

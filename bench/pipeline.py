@@ -1,0 +1,205 @@
+"""Pipeline benchmark: `rebalance run` end to end on (a) 1,000 demo-like groups and (b) one group of 1,000,000
+partitions x 2,000 members, each from snapshot files in a temporary directory.
+
+Each case runs the real command in a subprocess with Spark's default driver memory (no spark.driver.memory set)
+and samples the resident memory of the whole process tree (the CLI, Spark's driver JVM, its Python workers)
+every 50 ms. Prints wall time, peak RSS of the tree and the command's exit code.
+Run: `python bench/pipeline.py [--case groups|large|all] [--groups N] [--topics T --partitions P --members M]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURED = ("2026-11-20T02:00:00Z", "2026-11-21T02:00:00Z")
+
+
+def demo_like_groups(path: Path, groups: int, captured_at: str, growth: int = 0) -> None:
+    """`groups` groups like the bundled demo files: 2-6 members over 1-3 of 200 shared topics (4-24 partitions),
+    some members subscribed to fewer topics, today's owners, static members, racks and committed offsets."""
+    counts = {f"topic-{k:03d}": 4 + 4 * (k % 6) for k in range(200)}
+    names = sorted(counts)
+    with path.open("w") as out:
+        for g in range(groups):
+            topics = [names[(g * 7 + j * 13) % len(names)] for j in range(1 + g % 3)]
+            members = []
+            n_members = 2 + g % 5
+            for i in range(n_members):
+                subscribed = topics if i or len(topics) == 1 else topics[:1]
+                members.append(
+                    {
+                        "member_id": f"g{g:04d}-m{i}-{g * 31 + i:06x}",
+                        "client_id": f"g{g:04d}-m{i}",
+                        "host": f"/10.{g // 250}.{g % 250}.{i + 1}",
+                        "group_instance_id": f"g{g:04d}-static-{i}" if g % 4 == 0 else None,
+                        "rack": f"az{1 + i % 3}",
+                        "strategies": ["cooperative-sticky", "range"],
+                        "topics": subscribed,
+                        "owned": [],
+                        "assignment": [],
+                    }
+                )
+            # Today's owners: round robin over the members but the last (it just joined and owns nothing).
+            holders = members[:-1]
+            offsets = []
+            for t in topics:
+                subscribers = [m for m in holders if t in m["topics"]]
+                for p in range(counts[t]):
+                    if subscribers:
+                        subscribers[p % len(subscribers)]["owned"].append([t, p])
+                    end = 10_000 + 97 * p + 13 * g + growth * (1 + p % 5)
+                    offsets.append({"topic": t, "partition": p, "committed": end - (p * 37 + g) % 900, "end": end})
+            for m in members:
+                m["assignment"] = m["owned"]
+            doc = {
+                "group_id": f"group-{g:04d}",
+                "captured_at": captured_at,
+                "state": "Stable",
+                "protocol": "cooperative-sticky",
+                "generation": 10 + g % 7,
+                "topics": {t: counts[t] for t in topics},
+                "members": members,
+                "offsets": offsets,
+            }
+            out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def large_group(path: Path, topics: int, partitions: int, members: int, captured_at: str) -> None:
+    """One group of `topics` x `partitions` partitions and `members` members subscribed to every topic, each
+    owning a round-robin share today, with committed and end offsets for every partition."""
+    names = [f"big-{t:03d}" for t in range(topics)]
+    owned: list[list[list[object]]] = [[] for _ in range(members)]
+    offsets = []
+    i = 0
+    for t in names:
+        for p in range(partitions):
+            owned[i % members].append([t, p])
+            i += 1
+            end = 1_000_000 + 7 * p
+            offsets.append({"topic": t, "partition": p, "committed": end - (p * 31) % 5000, "end": end})
+    doc = {
+        "group_id": "large",
+        "captured_at": captured_at,
+        "state": "Stable",
+        "protocol": "cooperative-sticky",
+        "generation": 7,
+        "topics": {t: partitions for t in names},
+        "members": [
+            {
+                "member_id": f"large-m{m:05d}",
+                "client_id": f"large-{m:05d}",
+                "host": f"/10.9.{m // 250}.{m % 250}",
+                "strategies": ["cooperative-sticky", "range"],
+                "topics": names,
+                "owned": owned[m],
+                "assignment": owned[m],
+            }
+            for m in range(members)
+        ],
+        "offsets": offsets,
+    }
+    path.write_text(json.dumps(doc, separators=(",", ":")))
+
+
+def tree_rss(root: psutil.Process) -> int:
+    """Resident bytes of a process and all its descendants (processes that end while sampled count as 0)."""
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
+    """Run a command; returns (wall seconds, peak RSS of its process tree, exit code, last lines of output)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    root = psutil.Process(proc.pid)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_rss(root))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return wall, peak, proc.returncode, "\n".join(output.strip().splitlines()[-8:])
+
+
+def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> tuple[float, int, int, str]:
+    """`rebalance run` as a user starts it, with Spark's default driver memory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REBALANCE_")}
+    env |= {"REBALANCE_LAKE": str(lake), "REBALANCE_REPORTS": str(lake / "reports")}
+    command = [sys.executable, "-m", "jobs.cli", "run", "--snapshots", str(snapshots), "--run-id", run_id]
+    return run_measured(command + (["--strategies", strategies] if strategies else []), env)
+
+
+def report(case: str, figures: tuple[float, int, int, str]) -> None:
+    wall, peak, code, tail = figures
+    print(f"{case:<44} wall {wall:7.1f} s   peak RSS (tree) {peak / 2**30:5.2f} GB   exit {code}")
+    if code not in (0, 1):
+        print("  " + tail.replace("\n", "\n  "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=("groups", "large", "all"), default="all")
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=500)
+    parser.add_argument("--partitions", type=int, default=2000)
+    parser.add_argument("--members", type=int, default=2000)
+    parser.add_argument("--strategies", default="", help="default: the configured strategies")
+    parser.add_argument("--second-run", action="store_true", help="(a) again a day later: throughput loads")
+    args = parser.parse_args()
+    print(f"spark.driver.memory: not set (Spark's default, 1g); {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
+        work = Path(tmp)
+        if args.case in ("groups", "all"):
+            files = work / "groups"
+            files.mkdir()
+            demo_like_groups(files / "day1.jsonl", args.groups, CAPTURED[0])
+            report(
+                f"(a) {args.groups} demo-like groups",
+                rebalance_run(files, work / "lake-a", "bench-a1", args.strategies),
+            )
+            if args.second_run:
+                (files / "day1.jsonl").unlink()
+                demo_like_groups(files / "day2.jsonl", args.groups, CAPTURED[1], growth=86_400)
+                report(
+                    "(a) the same groups a day later",
+                    rebalance_run(files, work / "lake-a", "bench-a2", args.strategies),
+                )
+        if args.case in ("large", "all"):
+            files = work / "large"
+            files.mkdir()
+            large_group(files / "large.json", args.topics, args.partitions, args.members, CAPTURED[1])
+            n = args.topics * args.partitions
+            size = (files / "large.json").stat().st_size / 2**20
+            report(
+                f"(b) {n:,} partitions x {args.members:,} members ({size:.0f} MB)",
+                rebalance_run(files, work / "lake-b", "bench-b", args.strategies),
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Parquet files written outside delta-rs (by Spark tasks), committed to a Delta table in place of older rows.
+
+The plan step's executors write each task's rows as one Parquet file into the table's directory; nothing reads
+such a file until `replace_generations` commits it. That commit also removes every older row of the same
+generations (files holding only such rows are dropped, mixed files rewritten without them), all in one Delta
+transaction, so re-running a run id rewrites the same rows and readers never see both versions or neither.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, RemoveAction
+
+KEY = ("generation_id", "group_id")  # a generation is numbered per group
+
+
+def write_file(directory: Path, data: pa.Table) -> str:
+    """Write `data` as a new Parquet file in the table's directory (uncommitted); returns its name."""
+    name = f"part-{uuid.uuid4().hex}.snappy.parquet"
+    pq.write_table(data, directory / name)
+    return name
+
+
+def replace_generations(
+    directory: Path, files: Sequence[str], generations: Mapping[str, int], schema: pa.Schema
+) -> None:
+    """Commit `files` (names in `directory`) and remove every other row of the generations {group: id}, as one
+    Delta commit; files must hold only rows of those generations, in the table's `schema`."""
+    table = DeltaTable(directory)
+    actions: list[AddAction | RemoveAction] = []
+    now = int(time.time() * 1000)
+    for name in _files_with_generations(table, generations.values()):
+        kept = _without(directory / name, generations)
+        if kept is None:
+            continue  # its id range overlaps, but it holds none of these generations
+        actions.append(RemoveAction(name, True, now, os.path.getsize(directory / name)))
+        if kept.num_rows:
+            actions.append(add_action(directory, write_file(directory, kept.cast(schema))))
+    actions += [add_action(directory, name) for name in files]
+    if actions:
+        table.create_write_transaction(actions, "append", table.schema())
+
+
+def files_with_generations(directory: Path, generation_ids: Iterable[int]) -> list[str]:
+    """URIs of the table's current files that may hold rows of these generation ids (by the Delta file stats)."""
+    table = DeltaTable(directory)
+    return [str(directory / name) for name in _files_with_generations(table, generation_ids)]
+
+
+def add_action(directory: Path, name: str) -> AddAction:
+    """The Delta add action of a Parquet file in the table's directory, with statistics from its footer."""
+    path = directory / name
+    return AddAction(name, os.path.getsize(path), {}, int(os.path.getmtime(path) * 1000), True, stats(path))
+
+
+def stats(path: Path) -> str:
+    """Delta per-file statistics (numRecords; min, max of integer and string columns; null counts) as JSON,
+    merged over the file's row groups, so readers can skip files by key."""
+    meta = pq.read_metadata(path)
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            name, s = column.path_in_schema, column.statistics
+            if "." in name or s is None:
+                continue
+            nulls[name] = nulls.get(name, 0) + s.null_count
+            if s.has_min_max and column.physical_type in ("INT32", "INT64", "BYTE_ARRAY"):
+                low[name] = s.min if name not in low else min(low[name], s.min)
+                high[name] = s.max if name not in high else max(high[name], s.max)
+    return json.dumps({"numRecords": meta.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls})
+
+
+def _files_with_generations(table: DeltaTable, generation_ids: Iterable[int]) -> list[str]:
+    """Names of the current files whose generation_id range holds one of the ids (or that have no statistics)."""
+    ids = np.unique(np.fromiter(generation_ids, dtype=np.int64))
+    files = pa.table(table.get_add_actions(flatten=True))
+    if not len(ids) or not files.num_rows:
+        return []
+    if "min.generation_id" not in files.column_names:
+        return files.column("path").to_pylist()
+    low = files.column("min.generation_id").to_numpy(zero_copy_only=False)
+    high = files.column("max.generation_id").to_numpy(zero_copy_only=False)
+    unknown = np.isnan(low.astype(np.float64)) | np.isnan(high.astype(np.float64))
+    low, high = np.nan_to_num(low.astype(np.float64)), np.nan_to_num(high.astype(np.float64))
+    # An id lies in [low, high] when fewer ids are below low than at or below high.
+    overlaps = np.searchsorted(ids, low, side="left") < np.searchsorted(ids, high, side="right")
+    return files.column("path").filter(pa.array(unknown | overlaps)).to_pylist()
+
+
+def _without(path: Path, generations: Mapping[str, int]) -> pa.Table | None:
+    """The file's rows outside the generations; None when it holds none of them (nothing to rewrite)."""
+    keys = pq.read_table(path, columns=list(KEY))
+    wanted = pa.array([f"{g}\0{i}" for g, i in generations.items()], pa.string())
+    key = pc.binary_join_element_wise(keys.column("group_id"), pc.cast(keys.column("generation_id"), pa.string()), "\0")
+    mine = pc.is_in(key, value_set=wanted)
+    if not pc.any(mine).as_py():
+        return None
+    return pq.read_table(path).filter(pc.invert(mine))
