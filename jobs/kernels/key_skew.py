@@ -64,7 +64,7 @@ CHUNK_ROWS = 1 << 20  # map side sums keys per ~1 M records: bounded memory, sti
 
 
 @dataclass(frozen=True)
-class TopicPlan:
+class TopicCounts:
     """How to measure one topic: its partitioner and the partition counts to try, the current one first."""
 
     partitioner: str
@@ -101,29 +101,29 @@ def placements(partitioner: Partitioner, keys: pa.Array, counts: Iterable[int]) 
 
 
 def map_kernel(
-    source: SampleSource, plans: Mapping[str, TopicPlan]
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    source: SampleSource, measured: Mapping[str, TopicCounts]
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The map stage for mapInArrow: (uri, row_group) unit batches in, each unit's samples summed by `partial_keys`."""
 
-    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         wanted = ((u, g) for batch in batches for u, g in zip(*batch.to_pydict().values(), strict=True))
-        return partial_keys(read_units(source, wanted), plans)
+        return partial_keys(read_units(source, wanted), measured)
 
     return kernel
 
 
 def reduce_kernel(
-    plans: Mapping[str, TopicPlan], top_keys: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The reduce stage for mapInArrow: `key_metrics` bound to the run's plans."""
+    measured: Mapping[str, TopicCounts], top_keys: int
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The reduce stage for mapInArrow: `key_metrics` bound to the partition counts measured per topic."""
 
-    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return key_metrics(batches, plans, top_keys)
+    def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return key_metrics(batches, measured, top_keys)
 
     return kernel
 
 
-def partial_keys(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan]) -> Iterator[pa.RecordBatch]:
+def partial_keys(batches: Iterator[pa.RecordBatch], measured: Mapping[str, TopicCounts]) -> Iterator[pa.RecordBatch]:
     """Map side: per chunk, each (topic, key, observed partition)'s messages and bytes, plus fingerprint scores.
 
     A key read from several partitions gives several rows; the reduce side sums them again.
@@ -143,7 +143,7 @@ def partial_keys(batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPla
                 "bytes": summed["bytes_sum"],
             },
         )
-        scored = _fingerprint(summed, plans)
+        scored = _fingerprint(summed, measured)
         if scored is not None:
             yield scored
 
@@ -162,7 +162,7 @@ def _chunks(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordBatch | None:
+def _fingerprint(summed: pa.Table, measured: Mapping[str, TopicCounts]) -> pa.RecordBatch | None:
     """For keyed records read from a known partition: how many each partitioner puts in that partition.
 
     `summed` has one row per (topic, key, partition) with `weight_sum` records. Empty keys are left out:
@@ -175,7 +175,7 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
     encoded = pc.dictionary_encode(rows["topic"]).combine_chunks()
     topics = encoded.dictionary.to_pylist()
     topic_index = encoded.indices.to_numpy(zero_copy_only=False)
-    current = np.array([plans[t].current if t in plans else 0 for t in topics], dtype=np.int64)[topic_index]
+    current = np.array([measured[t].current if t in measured else 0 for t in topics], dtype=np.int64)[topic_index]
     known = current > 0
     observed = rows["partition"].to_numpy()
     weight = rows["weight_sum"].to_numpy()
@@ -201,7 +201,7 @@ def _fingerprint(summed: pa.Table, plans: Mapping[str, TopicPlan]) -> pa.RecordB
 
 
 def key_metrics(
-    batches: Iterator[pa.RecordBatch], plans: Mapping[str, TopicPlan], top_keys: int
+    batches: Iterable[pa.RecordBatch], measured: Mapping[str, TopicCounts], top_keys: int
 ) -> Iterator[pa.RecordBatch]:
     """Reduce side: exact key totals of this shuffle partition turned into per-partition loads and hot keys."""
     received = list(batches)
@@ -230,8 +230,8 @@ def key_metrics(
         .sort_by("topic")
     )
     for topic, rows in _topic_slices(keys):
-        plan = plans.get(topic)
-        if plan is None:
+        topic_counts = measured.get(topic)
+        if topic_counts is None:
             yield _batch(
                 METRICS_SCHEMA,
                 {
@@ -242,7 +242,7 @@ def key_metrics(
                 },
             )
             continue
-        yield from _topic_metrics(topic, rows, plan, top_keys)
+        yield from _topic_metrics(topic, rows, topic_counts, top_keys)
 
 
 def _topic_slices(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
@@ -258,19 +258,19 @@ def _total(column: pa.ChunkedArray) -> float:
     return float(pc.sum(column).as_py() or 0)
 
 
-def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -> Iterator[pa.RecordBatch]:
+def _topic_metrics(topic: str, rows: pa.Table, topic_counts: TopicCounts, top_keys: int) -> Iterator[pa.RecordBatch]:
     """Per-partition load, remapping versus today and local hot keys of one topic's keys at every count."""
-    partitioner = get_partitioner(plan.partitioner)
+    partitioner = get_partitioner(topic_counts.partitioner)
     keys = rows["key"].combine_chunks()
     messages = rows["messages_sum"].to_numpy().astype(np.float64)
     sizes = rows["bytes_sum"].to_numpy().astype(np.int64)
-    parts = placements(partitioner, keys, plan.counts)
+    parts = placements(partitioner, keys, topic_counts.counts)
     keyed = parts[0] != NO_KEYED_PARTITION
     null_messages = float(messages[~keyed].sum())
     null_bytes = float(sizes[~keyed].sum())
     today = parts[0][keyed]
     m, b = messages[keyed], sizes[keyed]
-    for n, placed in zip(plan.counts, parts, strict=True):
+    for n, placed in zip(topic_counts.counts, parts, strict=True):
         where = placed[keyed]
         moved = where != today
         yield _batch(
@@ -278,7 +278,7 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
             {
                 "kind": pa.repeat("load", n),
                 "topic": pa.repeat(topic, n),
-                "partitioner": pa.repeat(plan.partitioner, n),
+                "partitioner": pa.repeat(topic_counts.partitioner, n),
                 "partition_count": np.full(n, n, dtype=np.int32),
                 "partition": np.arange(n, dtype=np.int32),
                 "messages": _sum_by(where, m, n),
@@ -291,7 +291,7 @@ def _topic_metrics(topic: str, rows: pa.Table, plan: TopicPlan, top_keys: int) -
             },
         )
     if top_keys > 0 and keyed.any():
-        yield _hot_keys(topic, plan, keys.filter(pa.array(keyed)), m, b, parts[:, keyed], top_keys)
+        yield _hot_keys(topic, topic_counts, keys.filter(pa.array(keyed)), m, b, parts[:, keyed], top_keys)
 
 
 def _sum_by(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -301,7 +301,7 @@ def _sum_by(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 def _hot_keys(
     topic: str,
-    plan: TopicPlan,
+    topic_counts: TopicCounts,
     keys: pa.Array,
     messages: np.ndarray,
     sizes: np.ndarray,
@@ -311,14 +311,14 @@ def _hot_keys(
     """This partition's top keys by messages (ties: smaller key first), with their partition at each count."""
     ranked = pa.table({"key": keys, "messages": messages})
     rows = pc.select_k_unstable(ranked, top_keys, [("messages", "descending"), ("key", "ascending")]).to_numpy()
-    k, c = len(rows), len(plan.counts)
+    k, c = len(rows), len(topic_counts.counts)
     return _batch(
         METRICS_SCHEMA,
         {
             "kind": pa.repeat("hot", k * c),
             "topic": pa.repeat(topic, k * c),
-            "partitioner": pa.repeat(plan.partitioner, k * c),
-            "partition_count": np.repeat(np.array(plan.counts, dtype=np.int32), k),
+            "partitioner": pa.repeat(topic_counts.partitioner, k * c),
+            "partition_count": np.repeat(np.array(topic_counts.counts, dtype=np.int32), k),
             "partition": parts[:, rows].reshape(-1),
             "key": keys.take(pa.array(np.tile(rows, c))),
             "messages": np.tile(messages[rows], c),

@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.config import Config
 from jobs.context import RunContext, new_run_id
 from jobs.io.lake import Lake
-from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicPlan, map_kernel, reduce_kernel
+from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicCounts, map_kernel, reduce_kernel
 from jobs.kernels.samples import SampleSource
 from jobs.steps.skew_input import resolve
 from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
@@ -43,30 +43,35 @@ class SkewResult:
     fingerprint: DataFrame
 
 
-def topic_plans(counts: Mapping[str, int], options: SkewOptions) -> dict[str, TopicPlan]:
+def counts_to_measure(counts: Mapping[str, int], options: SkewOptions) -> dict[str, TopicCounts]:
     """Each topic's partitioner and candidate counts (current first, then the what-ifs that differ)."""
     for name in {options.partitioner, *options.partitioners.values()}:
         get_partitioner(name)  # InputError naming the known partitioners
     bad = sorted(n for n in options.what_if if n <= 0)
     if bad:
         raise InputError(f"what-if partition counts must be positive, got {bad}")
-    plans = {}
+    measured = {}
     for topic, current in counts.items():
         if current <= 0:
             raise InputError(f"topic {topic!r}: partition count must be positive, got {current}")
         whatif = [n for n in dict.fromkeys(options.what_if) if n != current]
-        plans[topic] = TopicPlan(options.partitioners.get(topic, options.partitioner), (current, *whatif))
-    return plans
+        measured[topic] = TopicCounts(options.partitioners.get(topic, options.partitioner), (current, *whatif))
+    return measured
 
 
 def measure(
-    spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], *, top_keys: int, shuffle_partitions: int
+    spark: SparkSession,
+    source: SampleSource,
+    measured: Mapping[str, TopicCounts],
+    *,
+    top_keys: int,
+    shuffle_partitions: int,
 ) -> DataFrame:
     """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
 
     The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.steps.skew_input).
     """
-    plans = dict(plans)
+    measured = dict(measured)
     units = pa.table(
         {"uri": [u for u, _ in source.units], "row_group": [g for _, g in source.units]},
         schema=pa.schema([("uri", pa.string()), ("row_group", pa.int32())]),
@@ -76,13 +81,13 @@ def measure(
     return (
         spark.createDataFrame(units)
         .repartition(tasks)
-        .mapInArrow(map_kernel(source, plans), from_arrow_schema(PARTIAL_SCHEMA))
+        .mapInArrow(map_kernel(source, measured), from_arrow_schema(PARTIAL_SCHEMA))
         .repartition(shuffle_partitions, "topic", "key")
-        .mapInArrow(reduce_kernel(plans, top_keys), from_arrow_schema(METRICS_SCHEMA))
+        .mapInArrow(reduce_kernel(measured, top_keys), from_arrow_schema(METRICS_SCHEMA))
     )
 
 
-def loads(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
+def loads(metrics: DataFrame, measured: Mapping[str, TopicCounts]) -> DataFrame:
     """`key_skew` rows (without run columns): per-partition totals, load and share of the topic."""
     per_count = Window.partitionBy("topic", "partitioner", "partition_count")
     return (
@@ -104,7 +109,7 @@ def loads(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
         )
         .withColumn("load", F.col("messages") + F.col("null_key_messages"))
         .withColumn("share", F.try_divide(F.col("load"), F.sum("load").over(per_count)))
-        .withColumn("current", F.col("partition_count") == _current_count(plans))
+        .withColumn("current", F.col("partition_count") == _current_count(measured))
     )
 
 
@@ -132,14 +137,14 @@ def hot_keys(metrics: DataFrame, key_skew: DataFrame, top_keys: int) -> DataFram
     )
 
 
-def fingerprint(metrics: DataFrame, plans: Mapping[str, TopicPlan]) -> DataFrame:
+def fingerprint(metrics: DataFrame, measured: Mapping[str, TopicCounts]) -> DataFrame:
     """`key_skew_fingerprint` rows: the share of observed keyed records each partitioner explains today."""
     return (
         metrics.where(F.col("kind") == "fingerprint")
         .groupBy("topic", "partitioner")
         .agg(F.sum("messages").alias("observed_messages"), F.sum("explained").alias("explained_messages"))
         .withColumn("share", F.try_divide(F.col("explained_messages"), F.col("observed_messages")))
-        .withColumn("partition_count", _current_count(plans))
+        .withColumn("partition_count", _current_count(measured))
     )
 
 
@@ -148,7 +153,6 @@ def summary(
     hot: DataFrame,
     prints: DataFrame,
     metrics: DataFrame,
-    plans: Mapping[str, TopicPlan],
     options: SkewOptions,
 ) -> DataFrame:
     """`key_skew_summary` rows: load statistics per candidate count, the recommendation and the fingerprint."""
@@ -226,11 +230,11 @@ def _fingerprint_verdict(prints: DataFrame, threshold: float) -> DataFrame:
     )
 
 
-def _current_count(plans: Mapping[str, TopicPlan]) -> Column:
+def _current_count(measured: Mapping[str, TopicCounts]) -> Column:
     """The topic's current partition count, as a Spark map lookup (null for a topic without one)."""
-    if not plans:
+    if not measured:
         return F.lit(None).cast("int")
-    return F.create_map(*[x for t, p in plans.items() for x in (F.lit(t), F.lit(p.current))])[F.col("topic")]
+    return F.create_map(*[x for t, p in measured.items() for x in (F.lit(t), F.lit(p.current))])[F.col("topic")]
 
 
 def _topic_partitioner(options: SkewOptions) -> Column:
@@ -242,16 +246,18 @@ def _topic_partitioner(options: SkewOptions) -> Column:
 
 
 def compute(
-    spark: SparkSession, source: SampleSource, plans: Mapping[str, TopicPlan], options: SkewOptions
+    spark: SparkSession, source: SampleSource, measured: Mapping[str, TopicCounts], options: SkewOptions
 ) -> SkewResult:
     """The transform: samples -> the four result frames (the metrics are materialized once; they are small)."""
     # One reduce task per sample row group (at least the session's shuffle partitions): each holds its keys' totals.
     partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions") or 8), len(source.units))
-    metrics = measure(spark, source, plans, top_keys=options.top_keys, shuffle_partitions=partitions).localCheckpoint()
-    per_partition = loads(metrics, plans)
+    metrics = measure(
+        spark, source, measured, top_keys=options.top_keys, shuffle_partitions=partitions
+    ).localCheckpoint()
+    per_partition = loads(metrics, measured)
     hot = hot_keys(metrics, per_partition, options.top_keys)
-    prints = fingerprint(metrics, plans)
-    return SkewResult(per_partition, summary(per_partition, hot, prints, metrics, plans, options), hot, prints)
+    prints = fingerprint(metrics, measured)
+    return SkewResult(per_partition, summary(per_partition, hot, prints, metrics, options), hot, prints)
 
 
 def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[str, int]:
@@ -280,7 +286,7 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:
-        result = compute(spark, source, topic_plans(counts, options), options)
+        result = compute(spark, source, counts_to_measure(counts, options), options)
         stamp = {"run_id": F.lit(run_id), "computed_at": F.lit(computed_at or datetime.now(UTC))}
         written = {}
         for spec, frame in (
@@ -293,7 +299,10 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
             lake.merge(spec.name, table)
             written[spec.name] = table
     finally:
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+        if previous is None:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        else:
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     return written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
 
 

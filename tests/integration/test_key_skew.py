@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from jobs.config import Config
 from jobs.context import RunContext
-from jobs.kernels.key_skew import TopicPlan, key_metrics, partial_keys, placements
+from jobs.kernels.key_skew import TopicCounts, key_metrics, partial_keys, placements
 from jobs.kernels.samples import SAMPLE_SCHEMA
-from jobs.steps.skew import partition_weights, run, topic_plans
+from jobs.steps.skew import counts_to_measure, partition_weights, run
 from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
 from planner.partitioners import PARTITIONERS, partition_key
 
@@ -107,17 +107,17 @@ def test_placements_match_partition_key(keys, counts, name):
 
 def test_batch_functions_equal_independent_count():
     rows = [r for r in _records() if r["topic"] in PARTITIONER]
-    plans = topic_plans(COUNTS, SkewOptions(partitioners=PARTITIONER, what_if=WHAT_IF))
+    measured = counts_to_measure(COUNTS, SkewOptions(partitioners=PARTITIONER, what_if=WHAT_IF))
     table = pa.Table.from_pylist(rows, schema=SAMPLE_SCHEMA)
     # Two map-side tasks, then everything in one reduce-side task: key sums must be exact across chunks.
     half = table.num_rows // 2
     partial = [
-        *partial_keys(iter(table.slice(0, half).to_batches(max_chunksize=700)), plans),
-        *partial_keys(iter(table.slice(half).to_batches(max_chunksize=700)), plans),
+        *partial_keys(iter(table.slice(0, half).to_batches(max_chunksize=700)), measured),
+        *partial_keys(iter(table.slice(half).to_batches(max_chunksize=700)), measured),
     ]
-    metrics = pa.Table.from_batches(list(key_metrics(iter(partial), plans, top_keys=3))).to_pylist()
+    metrics = pa.Table.from_batches(list(key_metrics(iter(partial), measured, top_keys=3))).to_pylist()
     for topic, name in PARTITIONER.items():
-        expected = _expected_loads(rows, topic, name, plans[topic].counts)
+        expected = _expected_loads(rows, topic, name, measured[topic].counts)
         got = {
             (m["partition_count"], m["partition"]): m for m in metrics if m["kind"] == "load" and m["topic"] == topic
         }
@@ -327,8 +327,8 @@ def test_option_parsing():
     with pytest.raises(ValueError, match="TOPIC=N"):
         parse_counts("orders")
     with pytest.raises(ValueError, match="unknown partitioner"):
-        topic_plans({"t": 3}, SkewOptions(partitioner="crc"))
-    assert topic_plans({"t": 3}, SkewOptions(what_if=(3, 6, 6))) == {"t": TopicPlan("murmur2", (3, 6))}
+        counts_to_measure({"t": 3}, SkewOptions(partitioner="crc"))
+    assert counts_to_measure({"t": 3}, SkewOptions(what_if=(3, 6, 6))) == {"t": TopicCounts("murmur2", (3, 6))}
 
 
 def test_cli_skew_prints_summary(lake_env, tmp_path: Path, capsys):
