@@ -132,7 +132,7 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
 
     Reads the rows as `planner.group.from_snapshot` reads a snapshot document: members and topics in Java String
     order, the subscribed topics the snapshot knows, claims = `owned` when non-empty, else `assignment` (a
-    KIP-848 consumer group: the coordinator's `target_assignment`), the group's generation for every member.
+    KIP-848 consumer group: the coordinator's `target_assignment`), the group's Kafka generation for every member.
     """
     ids = members.column("member_id").to_pylist()
     members = members.take(sorted(range(len(ids)), key=lambda i: java_key(ids[i])))
@@ -149,7 +149,9 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
         unknown[m].add(t)
     claim_member, claim_partition = _claims(members, topics, topic_start)
     order = np.lexsort((claim_partition, claim_member))
-    generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(zero_copy_only=False)
+    kafka_generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(
+        zero_copy_only=False
+    )
     held_by, held = _pairs(_array(members, "assignment"), topics, topic_start)
     current = np.full(int(topic_start[-1]), -1, dtype=np.int32)
     current[held] = held_by
@@ -161,7 +163,7 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
         unknown_topics=tuple(tuple(sorted(u, key=java_key)) for u in unknown),
         group_instance_ids=tuple(members.column("group_instance_id").to_pylist()),
         racks=tuple(members.column("rack").to_pylist()),
-        generations=_frozen(generation.astype(np.int64)),
+        generations=_frozen(kafka_generation.astype(np.int64)),
         claim_member=_frozen(claim_member[order].astype(np.int32)),
         claim_partition=_frozen(claim_partition[order]),
         partition_loads=None,
