@@ -3,6 +3,7 @@ on random member churn."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,6 +101,7 @@ def churned_groups(draw: st.DrawFn) -> dict:
     return {"topics": topics, "members": members}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(churned_groups())
 def test_cooperative_rule_and_convergence_under_churn(group: dict):

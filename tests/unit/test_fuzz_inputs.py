@@ -304,12 +304,14 @@ json_tokens = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(json_tokens, max_size=80).map(b"".join))
 @settings(max_examples=600, deadline=None)
 def test_arbitrary_json_token_soup(data):
     only_input_errors(data)
 
 
+@pytest.mark.slow
 @given(json_values)
 @settings(max_examples=400, deadline=None)
 def test_arbitrary_json_read_from_text_and_checked_directly(value):
@@ -318,13 +320,14 @@ def test_arbitrary_json_read_from_text_and_checked_directly(value):
     checked(value)
 
 
+@pytest.mark.slow
 @given(json_values, st.lists(st.tuples(st.integers(0, 10_000), st.binary(max_size=3)), min_size=1, max_size=4))
 @settings(max_examples=400, deadline=None)
 def test_valid_documents_with_bytes_spliced_in(value, edits):
     data = bytearray(json.dumps([SNAPSHOT, COMPACT, value], indent=1).encode())
     for position, replacement in edits:
-        position %= len(data)
-        data[position : position + len(replacement)] = replacement
+        at = position % len(data)
+        data[at : at + len(replacement)] = replacement
     only_input_errors(bytes(data))
 
 
@@ -420,6 +423,7 @@ plausible_snapshot = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @given(compact_groups | snapshot_groups | plausible_compact | plausible_snapshot)
 @example({"topics": {"t": 2}, "members": {"a": {"topics": ["t"], "generation": 2**63}}})  # OverflowError in NumPy
 @example({"topics": {"t": 2.0}, "members": {"a": {"topics": ["t"]}}})  # range(2.0) in parse_group
@@ -427,7 +431,7 @@ plausible_snapshot = st.fixed_dictionaries(
 def test_a_group_the_rules_accept_is_planned_by_every_assignor(group):
     if not checked(group):
         return
-    members = group["members"] if "members" in group else {}
+    members = group.get("members", {})
     ids = {m["member_id"] for m in members} if isinstance(members, list) else set(members)
     for strategy in STRATEGIES:
         assert set(assign(strategy, group).assignment) <= ids
@@ -466,12 +470,14 @@ def test_protocol_error_is_an_input_error():
         decode_subscription(b"")
 
 
+@pytest.mark.slow
 @given(st.binary(max_size=200))
 @settings(max_examples=1000, deadline=None)
 def test_protocol_decoders_on_arbitrary_bytes(data):
     only_protocol_errors(data)
 
 
+@pytest.mark.slow
 @given(
     st.sampled_from(VALID_MESSAGES),
     st.lists(st.tuples(st.integers(0, 200), st.binary(min_size=1, max_size=4)), min_size=1, max_size=3),
@@ -481,7 +487,7 @@ def test_protocol_decoders_on_arbitrary_bytes(data):
 def test_protocol_decoders_on_mutated_and_truncated_messages(message, edits, cut):
     data = bytearray(message)
     for position, replacement in edits:
-        position %= len(data)
-        data[position : position + len(replacement)] = replacement
+        at = position % len(data)
+        data[at : at + len(replacement)] = replacement
     only_protocol_errors(bytes(data))
     only_protocol_errors(bytes(data[: cut % (len(data) + 1)]))

@@ -57,6 +57,7 @@ def test_keys_past_255_blocks_and_alone() -> None:
     assert len(murmur2_many([])) == 0
 
 
+@pytest.mark.slow
 def test_several_chunks_with_nulls_and_every_word_hash() -> None:
     keys: list[bytes | None] = list(_keys(80_000, seed=3))
     keys[::97] = [None] * len(keys[::97])

@@ -79,6 +79,7 @@ def groups(draw: st.DrawFn) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 @settings(max_examples=150, deadline=None)
 @given(group=groups())
@@ -92,6 +93,7 @@ def test_every_strategy_keeps_the_invariants(strategy: str, group: dict):
     assert (again.assignment, again.target, again.revoked) == (r.assignment, r.target, r.revoked)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(group=groups(), data=st.data())
 def test_sticky_members_leaving_only_lose_what_balance_needs(group: dict, data: st.DataObject):

@@ -454,6 +454,7 @@ def racked_groups(draw: st.DrawFn) -> dict:
     return {"topics": topics, "members": members, "partition_racks": partition_racks}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(racked_groups())
 def test_rack_aware_range_keeps_the_per_topic_balance(doc: dict):
@@ -508,6 +509,7 @@ def test_rack_aware_sticky_aligns_every_partition_when_racks_can_hold_their_cons
         assert len(parts) == quota
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(racked_groups())
 def test_without_member_racks_or_partition_racks_it_is_plain_range(doc: dict):
@@ -592,6 +594,7 @@ def java_range(doc: dict) -> dict[str, set[tuple[str, int]]]:
     return result
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(racked_groups())
 def test_rack_aware_range_matches_the_java_transcription(doc: dict):
@@ -870,6 +873,7 @@ def racked_equal_groups(draw: st.DrawFn) -> dict:
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(racked_equal_groups())
 def test_sticky_constrained_rack_path_matches_the_java_transcription(doc: dict):

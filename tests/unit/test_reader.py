@@ -248,6 +248,7 @@ def _depth(value) -> int:
     return 0
 
 
+@pytest.mark.slow
 @given(json_values)
 @settings(max_examples=300, deadline=None)
 def test_nesting_depth_equals_the_depth_of_the_parsed_value(value):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,6 +124,7 @@ def groups(draw: st.DrawFn) -> dict:
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(groups())
 def test_matches_the_java_transcription(group: dict):

@@ -528,6 +528,7 @@ def _at(doc, path):
     return doc
 
 
+@pytest.mark.slow
 @given(st.data())
 @settings(max_examples=500, deadline=None)
 def test_the_compiled_schema_agrees_with_jsonschema_after_random_edits(data):

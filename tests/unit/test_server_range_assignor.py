@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -228,6 +229,7 @@ def _sort_key(doc: dict, m: str) -> tuple:
     return (0, instance, m) if instance is not None else (1, "", m)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(groups())
 def test_contiguous_ranges_in_member_order_sized_as_documented(doc: dict):
@@ -247,6 +249,7 @@ def test_contiguous_ranges_in_member_order_sized_as_documented(doc: dict):
         assert [[p for tp, p in result[m] if tp == t] for m in subs] == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(groups())
 def test_ignores_the_current_target_and_racks(doc: dict):

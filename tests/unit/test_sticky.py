@@ -3,6 +3,7 @@ transcribed line by line as the reference, and the balance and stickiness guaran
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -193,6 +194,7 @@ def equal_groups(draw: st.DrawFn) -> dict:
     return {"topics": topics, "members": members}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(equal_groups())
 def test_constrained_path_matches_the_java_transcription(group: dict):
@@ -218,6 +220,7 @@ def random_groups(draw: st.DrawFn) -> dict:
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(random_groups())
 def test_balanced_and_stable_on_random_groups(group: dict):

@@ -556,6 +556,7 @@ def _pairs(owner: np.ndarray) -> dict[int, int]:
     return dict(zip(parts.tolist(), owner[parts].tolist(), strict=True))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(groups(same_subscriptions=True))
 def test_homogeneous_matches_the_java_transcription(doc: dict):
@@ -563,6 +564,7 @@ def test_homogeneous_matches_the_java_transcription(doc: dict):
     assert _pairs(homogeneous_assign(spec, previous_owners(spec)[0])) == java_homogeneous(spec)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(groups(same_subscriptions=False))
 def test_heterogeneous_matches_the_java_transcription(doc: dict):
@@ -579,6 +581,7 @@ def _rejoin(doc: dict, result: dict[str, list[tuple[str, int]]]) -> dict:
     return {**doc, "members": members}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(groups(same_subscriptions=True))
 def test_homogeneous_is_valid_balanced_and_stable(doc: dict):
@@ -594,6 +597,7 @@ def test_homogeneous_is_valid_balanced_and_stable(doc: dict):
     assert moved(again, first) == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(groups(same_subscriptions=False))
 def test_heterogeneous_is_valid_and_stable_once_each_topic_is_balanced(doc: dict):
@@ -612,6 +616,7 @@ def test_heterogeneous_is_valid_and_stable_once_each_topic_is_balanced(doc: dict
         assert assign("uniform", _rejoin(doc, first)).assignment == first
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(groups(same_subscriptions=True))
 def test_homogeneous_members_keep_their_target_up_to_their_quota(doc: dict):
