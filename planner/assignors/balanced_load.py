@@ -494,7 +494,8 @@ def _pull(plan: _Plan) -> None:
     donors = np.flatnonzero((surplus > 0) & (plan.pinned < 0))
     donors = donors[np.lexsort((plan.rank[donors], -surplus[donors]))]
     mine, spans = _holdings(plan, donors)
-    need = np.maximum(short[needy], 0.0)
+    needy = needy[np.argsort(plan.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
+    need = np.maximum(plan.goal[needy] - plan.load[needy], 0.0)
     for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
         wanted = plan.eligible[:, needy[need > 0]].any(axis=1)
         if not wanted.any():
@@ -502,15 +503,20 @@ def _pull(plan: _Plan) -> None:
         parts = mine[start:end]
         parts = parts[wanted[plan.pclass[parts]]]
         give = min(float(surplus[a]), float(need.sum()))
+        chosen, to = [], []
         for p in parts[_pick(plan.w[parts], give, give + plan.eps)].tolist():
-            ok = np.flatnonzero((need > 0) & plan.eligible[plan.pclass[p], needy])
-            if len(ok) == 0:
+            ok = np.where((need > 0) & plan.eligible[plan.pclass[p], needy], need, -np.inf)
+            i = int(np.argmax(ok))
+            if ok[i] == -np.inf:
                 continue
-            i = int(ok[np.lexsort((plan.rank[needy[ok]], -need[ok]))[0]])
-            if not plan.affordable(float(plan.cost(np.asarray([p]), int(needy[i]))[0])):
-                return
-            plan.move(np.asarray([p]), np.asarray([needy[i]]))
+            chosen.append(p)
+            to.append(int(needy[i]))
             need[i] -= plan.w[p]
+        if not chosen:
+            continue
+        if not plan.affordable(float(plan.cost(np.asarray(chosen), np.asarray(to)).sum())):
+            return
+        plan.move(np.asarray(chosen), np.asarray(to))
 
 
 def _place(plan: _Plan) -> None:
@@ -711,7 +717,9 @@ def _best_move(
     plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
-    most a's load minus eps (so the pair's max falls); ties by partition id."""
+    most a's load minus eps (so the pair's max falls); ties by partition id. When that partition covers less than
+    half the gap by more than eps, several go to the same receiver at once (`_pick` towards half the gap, at most
+    the gap minus eps): the same outcome as that many single moves, in one step."""
     ok = to >= 0
     parts, to = parts[ok], to[ok]
     w = plan.w[parts]
@@ -723,7 +731,16 @@ def _best_move(
         return None
     parts, to, w, gap = parts[fine], to[fine], w[fine], gap[fine]
     i = int(np.lexsort((parts, np.abs(w - gap / 2)))[0])
-    return parts[i : i + 1], to[i : i + 1]
+    b, half = int(to[i]), float(gap[i]) / 2
+    room = min(int(plan.count[a] - plan.count_lo[a]), plan.count_hi - int(plan.count[b]))
+    if w[i] >= half - eps or room < 2:
+        return parts[i : i + 1], to[i : i + 1]
+    same = parts[to == b]
+    same = same[np.lexsort((same, -plan.w[same]))]
+    several = same[_pick(plan.w[same], half, 2 * half - eps)][:room]
+    if len(several) < 2 or not plan.affordable(float(plan.cost(several, b).sum())):
+        return parts[i : i + 1], to[i : i + 1]
+    return several, np.full(len(several), b)
 
 
 def _best_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -841,28 +858,36 @@ def _chain(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndar
 
 
 def _untangle(plan: _Plan) -> None:
-    """Undo crossed hand-overs: when partition q arrived at member m, which lost a partition p of the same topic
-    class and the same load, p goes home and q goes where p went. Loads and counts stay as they are and each step
-    moves one partition fewer (shed partitions re-placed, equal loads such as unit loads, cross over easily)."""
-    moved = np.flatnonzero((plan.previous >= 0) & (plan.owner >= 0) & (plan.owner != plan.previous))
-    if len(moved) < 2:
+    """Undo crossed hand-overs: partitions of one topic class and one load are interchangeable, so among those
+    that changed hands each member first gets back its own previous ones (as many as it holds of the kind now),
+    and the rest fill the remaining places, lowest ids first. Loads and counts stay as they are; only fewer
+    partitions move (shed partitions re-placed, or equal loads such as unit loads, cross over easily)."""
+    parts = np.flatnonzero((plan.owner >= 0) & (plan.owner != plan.previous))
+    n = len(plan.load) + 1  # member ids, and n - 1 for "no previous owner"
+    prev = np.where(plan.previous[parts] >= 0, plan.previous[parts], n - 1)
+    parts = parts[np.lexsort((parts, prev, plan.w[parts], plan.pclass[parts]))]
+    kind_key = np.stack([plan.pclass[parts].astype(np.float64), plan.w[parts]])
+    kind = np.cumsum(np.concatenate([[True], np.any(kind_key[:, 1:] != kind_key[:, :-1], axis=0)])) - 1
+    shared = np.bincount(kind)[kind] > 1  # a kind of one partition has nothing to exchange
+    parts, kind = parts[shared], kind[shared].astype(np.int64)
+    if len(parts) == 0:
         return
-    gone: dict[tuple[int, float, int], list[int]] = {}  # (class, load, previous owner) -> partitions it lost
-    for p in moved[::-1].tolist():  # popped from the end: lowest partition id first
-        gone.setdefault((int(plan.pclass[p]), float(plan.w[p]), int(plan.previous[p])), []).append(p)
-    arrivals = moved[::-1].tolist()
-    while arrivals:
-        q = arrivals.pop()
-        m = int(plan.owner[q])
-        lost = gone.get((int(plan.pclass[q]), float(plan.w[q]), m))
-        while lost and plan.owner[lost[-1]] == m:  # already back home
-            lost.pop()
-        if m == plan.previous[q] or not lost:
-            continue
-        p = lost.pop()
-        y = int(plan.owner[p])
-        plan.move(np.asarray([p, q]), np.asarray([m, y]))
-        arrivals.append(q)
+    prev = np.where(plan.previous[parts] >= 0, plan.previous[parts], n - 1)
+    held = kind * n + plan.owner[parts]  # (kind, member now): the places
+    cells, places = np.unique(held, return_counts=True)
+    was = kind * n + prev  # (kind, previous member), sorted by the order above
+    at = np.minimum(np.searchsorted(cells, was), len(cells) - 1)
+    room = np.where((prev < n - 1) & (cells[at] == was), places[at], 0)
+    home = np.arange(len(parts)) - np.searchsorted(was, was) < room
+    free = places - np.bincount(at[home], minlength=len(cells))
+    rest = parts[~home]  # already in (kind, id) order within each previous owner: re-sort by (kind, id)
+    rest = rest[np.lexsort((rest, kind[~home]))]
+    target = np.empty(len(plan.w), dtype=np.int64)
+    target[parts[home]] = prev[home]
+    target[rest] = np.repeat(cells % n, free)  # the free places, kind by kind, member by member
+    change = parts[target[parts] != plan.owner[parts]]
+    if len(change):
+        plan.move(change, target[change])
 
 
 def _extremes(plan: _Plan) -> tuple[int, int]:
