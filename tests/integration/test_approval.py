@@ -347,3 +347,61 @@ def test_the_notifier_names_the_connection_and_never_the_url_when_the_webhook_fa
     monkeypatch.delenv("AIRFLOW_CONN_REBALANCE_WEBHOOK")
     with pytest.raises(SourceError, match="connection 'rebalance_webhook' .REBALANCE_WEBHOOK_CONN_ID. is not defined"):
         post("rebalance_webhook", {"text": "x"}, timeout=5.0)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_resumes(
+    spark, lake, tmp_path_factory, monkeypatch, capsys
+):
+    """Airflow 3.3 parks the approval task in `awaiting_input` (no triggerer); the reviewer's PATCH through the REST
+    API v2 resumes it on the scheduler (LocalExecutor), and the record step writes the answer."""
+    from airflow_server import airflow_server
+
+    monkeypatch.delenv("REBALANCE_APPROVAL", raising=False)
+    pipeline.run(Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range",)), "nightly", spark=spark)
+    env = {
+        "REBALANCE_LAKE": str(lake.root),
+        "REBALANCE_SPARK_MASTER": "local[1]",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # the nightly DAG stays paused: only the what-if runs
+    }
+    with airflow_server(tmp_path_factory.mktemp("airflow_home"), env) as server:
+        api, dag_id = server.api, "rebalance_what_if"
+        server.wait_for(
+            "the what-if DAG parsed", lambda: api.get(f"/api/v2/dags/{dag_id}").status_code == 200 or None, 120
+        )
+        api.patch(f"/api/v2/dags/{dag_id}", json={"is_paused": False}).raise_for_status()
+        conf = {"group": "payments", "add_members": 1, "strategies": "range", "approval": True}
+        response = api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert response.status_code == 200, response.text
+        run_id, triggered = response.json()["dag_run_id"], time.monotonic()
+        task = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/approval"
+
+        def awaiting() -> bool | None:
+            state = api.get(task).raise_for_status().json()["state"]
+            assert state not in ("failed", "upstream_failed", "skipped"), state
+            return state == "awaiting_input" or None
+
+        server.wait_for("the approval task awaiting input", awaiting, 600.0, every=2.0)
+        asked = time.monotonic()
+        detail = api.get(f"{task}/-1/hitlDetails").raise_for_status().json()
+        assert "| payments | 2 | range |" in detail["body"]
+        answer = {"chosen_options": ["Approve"], "params_input": {"comment": "one more member, fine"}}
+        response = api.patch(f"{task}/-1/hitlDetails", json=answer)
+        assert response.status_code == 200, response.text
+
+        def finished() -> dict | None:
+            run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").raise_for_status().json()
+            return run if run["state"] in ("success", "failed") else None
+
+        run = server.wait_for("the end of the what-if run", finished, 600.0, every=2.0)
+        with capsys.disabled():
+            print(
+                f"\n{dag_id} under the scheduler: trigger -> awaiting input {asked - triggered:.1f} s, "
+                f"answer -> {run['state']} {time.monotonic() - asked:.1f} s (2 s polls)"
+            )
+        assert run["state"] == "success"
+    approved = generation(lake, "payments", 2)
+    assert (approved["status"], approved["review_comment"]) == (S.APPROVED, "one more member, fine")
+    assert approved["reviewed_by"] == response.json()["responded_by"]["name"]
+    assert statuses(lake)[("payments", 1)] == S.SUPERSEDED
