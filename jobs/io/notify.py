@@ -80,7 +80,8 @@ def post(conn_id: str, payload: dict[str, Any], timeout: float) -> None:
         conn = BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         raise SourceError(f"Airflow connection {conn_id!r} ({WEBHOOK_CONN_ID}) is not defined") from None
-    url = conn.host if "://" in (conn.host or "") else _url(conn)
+    host = conn.host or ""
+    url = host if "://" in host else _url(conn)
     headers = {"Authorization": f"Bearer {conn.password}"} if conn.password else {}
     try:
         response = httpx.post(url, json=payload, headers=headers, timeout=timeout)

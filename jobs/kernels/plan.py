@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,10 +62,10 @@ class Group:
     loads: Loads
 
 
-def plan_kernel(settings: PlanSettings) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function of one run: plan each group of the task's rows, write files, return outcomes."""
 
-    def kernel(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sinks = {name: ParquetSink(directory, _SCHEMAS[name]) for name, directory in settings.directories.items()}
         for rows in group_rows(batches):
             group = build_group(rows, settings.counts, settings.load_source)
@@ -75,8 +75,8 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterator[pa.RecordBatch]], 
             bound = load_bound(group.spec)
             candidates = []
             for strategy in settings.strategies:
-                plan, metrics = candidate(group, strategy, bound)
-                sinks[PLANS.name].write(plan)
+                plan_rows, metrics = candidate(group, strategy, bound)
+                sinks[PLANS.name].write(plan_rows)
                 candidates += [metrics] if metrics else []
             yield outcome_batch(choose_candidate(candidates), group.loads.label)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
@@ -91,7 +91,7 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterator[pa.RecordBatch]], 
 _SCHEMAS = {PLANS.name: PLANS.schema, PARTITION_LOADS.name: PARTITION_LOADS.schema}
 
 
-def group_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     """Each group's rows in turn, from batches sorted by group_id (a group may span batches)."""
     pending: list[pa.RecordBatch] = []
     for batch in batches:
