@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.assignors._member_info import member_info_rank
 from planner.errors import InputError
@@ -122,28 +123,28 @@ def balanced_load_assign(
     _check_options(tolerance, max_move_share, move_budget, max_count_spread)
     if not group.members or not assignable(group).any():
         return np.full(group.num_partitions, -1, dtype=np.int32)
-    plan = _Plan.keep(group, tolerance, max_move_share, move_budget, max_count_spread)
-    if not plan.pool.any() and _settled(plan):
-        return plan.owner  # load-balanced and nothing orphaned: nothing moves
-    plan.drop_index()
-    _pin_heavy(plan)
-    _goals(plan)
-    _place(plan)
-    placed, placed_max, placed_settled = plan.owner.copy(), float(plan.load.max()), _settled(plan)
-    plan.drop_index()
-    _shed(plan)
-    _place(plan)
-    _pull(plan)
-    _repair_counts(plan)
-    _improve(plan)
-    _untangle(plan)
-    if placed_settled and plan.load.max() > placed_max - plan.eps:
+    builder = _Builder.keep(group, tolerance, max_move_share, move_budget, max_count_spread)
+    if not builder.pool.any() and _settled(builder):
+        return builder.owner  # load-balanced and nothing orphaned: nothing moves
+    builder.drop_index()
+    _pin_heavy(builder)
+    _goals(builder)
+    _place(builder)
+    placed, placed_max, placed_settled = builder.owner.copy(), float(builder.load.max()), _settled(builder)
+    builder.drop_index()
+    _shed(builder)
+    _place(builder)
+    _pull(builder)
+    _repair_counts(builder)
+    _improve(builder)
+    _untangle(builder)
+    if placed_settled and builder.load.max() > placed_max - builder.eps:
         return placed  # placing the orphans left the group settled and reshuffling does not pay: keep the rest
-    return plan.owner
+    return builder.owner
 
 
 @dataclass
-class _Plan:
+class _Builder:
     """The assignment under construction: owner per partition and each member's load, count and topic classes."""
 
     w: np.ndarray  # float64[P] partition loads
@@ -181,7 +182,7 @@ class _Plan:
         max_move_share: float | None,
         move_budget: MoveBudget,
         max_count_spread: int | None,
-    ) -> _Plan:
+    ) -> _Builder:
         """Claim phase: every owned partition stays with its owner while that owner still subscribes to it."""
         n_members = len(group.members)
         w = partition_weights(group)
@@ -244,7 +245,8 @@ class _Plan:
         prev = self.previous[parts]
         now = (prev >= 0) & (self.owner[parts] != prev)
         then = (prev >= 0) & (to != prev)
-        return unit * (then.astype(np.float64) - now)
+        cost: NDArray[np.float64] = unit * (then.astype(np.float64) - now)
+        return cost
 
     def affordable(self, extra: float) -> bool:
         """Whether `extra` more voluntary movement stays within the budget."""
@@ -292,7 +294,8 @@ class _Plan:
         parts = order[starts[m] : starts[m + 1]]
         if m in self.added:
             parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
-        return parts[self.owner[parts] == m]
+        held: NDArray[np.int64] = parts[self.owner[parts] == m]
+        return held
 
     def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
         """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
@@ -332,48 +335,50 @@ def _tally(k: np.ndarray, m: np.ndarray, n_classes: int, n_members: int) -> np.n
     return np.bincount(flat, minlength=n_classes * n_members).reshape(n_classes, n_members).astype(np.int64)
 
 
-def _pin_heavy(plan: _Plan) -> None:
+def _pin_heavy(builder: _Builder) -> None:
     """Give each heavy partition a member of its own: heavier than the mean of the load left once it and every
     heavier one is set aside, it cannot share a member without raising the group's max (the weights' bound).
 
     A heavy partition stays with its owner unless that owner already keeps a heavier one; otherwise it goes to the
     subscriber without a heavy partition that holds the least load (it will shed the rest), ties MemberInfo order.
     """
-    n_members = len(plan.load)
-    live = np.flatnonzero(plan.pclass >= 0)
+    n_members = len(builder.load)
+    live = np.flatnonzero(builder.pclass >= 0)
     if len(live) == 0:
         return
     k_max = min(n_members, len(live))
-    top = live[np.argpartition(-plan.w[live], k_max - 1)[:k_max]] if k_max < len(live) else live
-    top = top[np.lexsort((top, -plan.w[top]))]
-    weights = np.append(plan.w[top], 0.0)
-    before = np.concatenate([[0.0], np.cumsum(plan.w[top])])
-    total = float(plan.w[live].sum())
+    top = live[np.argpartition(-builder.w[live], k_max - 1)[:k_max]] if k_max < len(live) else live
+    top = top[np.lexsort((top, -builder.w[top]))]
+    weights = np.append(builder.w[top], 0.0)
+    before = np.concatenate([[0.0], np.cumsum(builder.w[top])])
+    total = float(builder.w[live].sum())
     ks = np.arange(k_max + 1)
     left = n_members - ks
     # The first k where the next partition fits under the level of the rest: (total - S_k) / (M - k).
     fits = (left <= 0) | (weights * np.maximum(left, 1) <= total - before + 1e-9 * max(total, 1.0))
     n_heavy = int(np.argmax(fits))
     for p in top[:n_heavy].tolist():
-        k = int(plan.pclass[p])
-        held_by = int(plan.owner[p])
-        if held_by >= 0 and plan.pinned[held_by] < 0:
-            plan.pinned[held_by] = p
+        k = int(builder.pclass[p])
+        held_by = int(builder.owner[p])
+        if held_by >= 0 and builder.pinned[held_by] < 0:
+            builder.pinned[held_by] = p
             continue
-        subscribers = plan.classes[k]
-        free = subscribers[plan.pinned[subscribers] < 0]
+        subscribers = builder.classes[k]
+        free = subscribers[builder.pinned[subscribers] < 0]
         if len(free) == 0:
             if held_by < 0:
-                plan.move(np.asarray([p]), np.asarray([plan.first_member(subscribers, plan.load[subscribers])]))
+                builder.move(
+                    np.asarray([p]), np.asarray([builder.first_member(subscribers, builder.load[subscribers])])
+                )
             continue
-        to = plan.first_member(free, plan.load[free])
-        if held_by >= 0 and not plan.affordable(float(plan.cost(np.asarray([p]), to)[0])):
+        to = builder.first_member(free, builder.load[free])
+        if held_by >= 0 and not builder.affordable(float(builder.cost(np.asarray([p]), to)[0])):
             continue
-        plan.move(np.asarray([p]), np.asarray([to]))
-        plan.pinned[to] = p
+        builder.move(np.asarray([p]), np.asarray([to]))
+        builder.pinned[to] = p
 
 
-def _goals(plan: _Plan) -> None:
+def _goals(builder: _Builder) -> None:
     """Each member's fair load: pinned partitions where they sit, the rest water-filled class by class.
 
     Each sweep re-levels every topic class's light load over its subscribers, the others' shares fixed; this
@@ -381,28 +386,30 @@ def _goals(plan: _Plan) -> None:
     exact when all subscriptions are equal). The band is goal +- tolerance x mean, its top never below the bound
     the weights force on someone; a member holding a heavy partition and no share of the rest keeps just that.
     """
-    n_classes = len(plan.classes)
-    base = np.zeros(len(plan.load))
-    pinned = np.flatnonzero(plan.pinned >= 0)
-    base[pinned] = plan.w[plan.pinned[pinned]]
-    light = plan.pclass >= 0
-    light[plan.pinned[pinned]] = False
-    light_load = np.bincount(plan.pclass[light], weights=plan.w[light], minlength=n_classes)
-    shares = [np.zeros(len(s)) for s in plan.classes]
+    n_classes = len(builder.classes)
+    base = np.zeros(len(builder.load))
+    pinned = np.flatnonzero(builder.pinned >= 0)
+    base[pinned] = builder.w[builder.pinned[pinned]]
+    light = builder.pclass >= 0
+    light[builder.pinned[pinned]] = False
+    light_load = np.bincount(builder.pclass[light], weights=builder.w[light], minlength=n_classes)
+    shares = [np.zeros(len(s)) for s in builder.classes]
     level = base.copy()
     for _ in range(_SWEEPS if n_classes > 1 else 1):
         change = 0.0
-        for k, members in enumerate(plan.classes):
+        for k, members in enumerate(builder.classes):
             others = level[members] - shares[k]
             share = np.maximum(_water_level(others, light_load[k]) - others, 0.0)
             level[members] = others + share
             change = max(change, float(np.abs(share - shares[k]).max(initial=0.0)))
             shares[k] = share
-        if change <= 1e-3 * plan.eps:
+        if change <= 1e-3 * builder.eps:
             break
-    plan.goal = level
+    builder.goal = level
     # The top of the band: goal + eps, and never below what whole partitions force on some member anyway.
-    plan.cap = np.where((plan.pinned >= 0) & (level <= base), level, np.maximum(level + plan.eps, plan.bound))
+    builder.cap = np.where(
+        (builder.pinned >= 0) & (level <= base), level, np.maximum(level + builder.eps, builder.bound)
+    )
 
 
 def _water_level(levels: np.ndarray, amount: float) -> float:
@@ -433,137 +440,139 @@ def _pick(w: np.ndarray, want: float, limit: float) -> np.ndarray:
     rest = np.setdiff1d(np.arange(len(ws)), taken, assume_unique=True)
     closing = rest[(ws[rest] >= want - got) & (ws[rest] <= limit - got)]
     if len(closing):
-        several = usable[np.append(taken, closing[-1])]
+        several: NDArray[np.int64] = usable[np.append(taken, closing[-1])]
         if len(single) == 0 or w[several].sum() < w[single].sum():
             return several
     return single if len(single) else usable[taken]
 
 
-def _holdings(plan: _Plan, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _holdings(builder: _Builder, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Partitions of `members`, grouped by member and heaviest first (ties by id), with each group's start."""
-    wanted = np.zeros(len(plan.load), dtype=bool)
+    wanted = np.zeros(len(builder.load), dtype=bool)
     wanted[members] = True
-    mine = np.flatnonzero(wanted[np.maximum(plan.owner, 0)] & (plan.owner >= 0))
-    mine = mine[np.lexsort((mine, -plan.w[mine], plan.owner[mine]))]
-    held_by = plan.owner[mine]
+    mine = np.flatnonzero(wanted[np.maximum(builder.owner, 0)] & (builder.owner >= 0))
+    mine = mine[np.lexsort((mine, -builder.w[mine], builder.owner[mine]))]
+    held_by = builder.owner[mine]
     return mine, np.stack([np.searchsorted(held_by, members), np.searchsorted(held_by, members, "right")], axis=1)
 
 
-def _release(plan: _Plan, members: np.ndarray, wants: np.ndarray) -> None:
+def _release(builder: _Builder, members: np.ndarray, wants: np.ndarray) -> None:
     """Each member (in the given order) releases about `want` load into the pool (`_pick`), never its pinned
     partition; stops when the budget is spent."""
     if len(members) == 0:
         return
-    mine, spans = _holdings(plan, members)
+    mine, spans = _holdings(builder, members)
     for i, (m, (start, end)) in enumerate(zip(members.tolist(), spans.tolist(), strict=True)):
         parts = mine[start:end]
-        parts = parts[parts != plan.pinned[m]]
-        chosen = parts[_pick(plan.w[parts], float(wants[i]), np.inf)]
+        parts = parts[parts != builder.pinned[m]]
+        chosen = parts[_pick(builder.w[parts], float(wants[i]), np.inf)]
         if len(chosen) == 0:
             continue
-        if not plan.affordable(float(plan.cost(chosen, -1).sum())):
+        if not builder.affordable(float(builder.cost(chosen, -1).sum())):
             return
-        plan.move(chosen, np.full(len(chosen), -1))
+        builder.move(chosen, np.full(len(chosen), -1))
 
 
-def _shed(plan: _Plan) -> None:
+def _shed(builder: _Builder) -> None:
     """Members above the top of their band release the excess, the most overloaded first."""
-    excess = plan.load - plan.cap
-    over = np.flatnonzero(excess > 1e-12 * max(plan.mean, 1.0))
-    over = over[np.lexsort((plan.rank[over], -excess[over]))]
-    _release(plan, over, excess[over])
+    excess = builder.load - builder.cap
+    over = np.flatnonzero(excess > 1e-12 * max(builder.mean, 1.0))
+    over = over[np.lexsort((builder.rank[over], -excess[over]))]
+    _release(builder, over, excess[over])
     # A member over the count ceiling releases its lightest partitions (rule 2 outranks balance).
-    over = np.flatnonzero(plan.count > plan.count_hi)
+    over = np.flatnonzero(builder.count > builder.count_hi)
     if len(over):
-        mine, spans = _holdings(plan, over)
+        mine, spans = _holdings(builder, over)
         for m, end in zip(over.tolist(), spans[:, 1].tolist(), strict=True):
-            parts = mine[end - int(plan.count[m] - plan.count_hi) : end]
-            if plan.affordable(float(plan.cost(parts, -1).sum())):
-                plan.move(parts, np.full(len(parts), -1))
+            parts = mine[end - int(builder.count[m] - builder.count_hi) : end]
+            if builder.affordable(float(builder.cost(parts, -1).sum())):
+                builder.move(parts, np.full(len(parts), -1))
 
 
-def _pull(plan: _Plan) -> None:
+def _pull(builder: _Builder) -> None:
     """Members still below their band take from members above their goal, the largest surplus first: each donor
     releases about its surplus (never dropping below its band) and each partition goes straight to the eligible
     member furthest below its goal, until every such member reached its goal."""
-    short = plan.goal - plan.load
-    needy = np.flatnonzero(short > plan.eps)
+    short = builder.goal - builder.load
+    needy = np.flatnonzero(short > builder.eps)
     if len(needy) == 0:
         return
-    surplus = plan.load - plan.goal
-    donors = np.flatnonzero((surplus > 0) & (plan.pinned < 0))
-    donors = donors[np.lexsort((plan.rank[donors], -surplus[donors]))]
-    mine, spans = _holdings(plan, donors)
-    needy = needy[np.argsort(plan.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
-    need = np.maximum(plan.goal[needy] - plan.load[needy], 0.0)
+    surplus = builder.load - builder.goal
+    donors = np.flatnonzero((surplus > 0) & (builder.pinned < 0))
+    donors = donors[np.lexsort((builder.rank[donors], -surplus[donors]))]
+    mine, spans = _holdings(builder, donors)
+    needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
+    need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0)
     for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
-        wanted = plan.eligible[:, needy[need > 0]].any(axis=1)
+        wanted: NDArray[np.bool_] = np.any(builder.eligible[:, needy[need > 0]], axis=1)  # per class
         if not wanted.any():
             return
         parts = mine[start:end]
-        parts = parts[wanted[plan.pclass[parts]]]
+        parts = parts[wanted[builder.pclass[parts]]]
         give = min(float(surplus[a]), float(need.sum()))
         chosen, to = [], []
-        for p in parts[_pick(plan.w[parts], give, give + plan.eps)].tolist():
-            ok = np.where((need > 0) & plan.eligible[plan.pclass[p], needy], need, -np.inf)
+        for p in parts[_pick(builder.w[parts], give, give + builder.eps)].tolist():
+            ok = np.where((need > 0) & builder.eligible[builder.pclass[p], needy], need, -np.inf)
             i = int(np.argmax(ok))
             if ok[i] == -np.inf:
                 continue
             chosen.append(p)
             to.append(int(needy[i]))
-            need[i] -= plan.w[p]
+            need[i] -= builder.w[p]
         if not chosen:
             continue
-        if not plan.affordable(float(plan.cost(np.asarray(chosen), np.asarray(to)).sum())):
+        if not builder.affordable(float(builder.cost(np.asarray(chosen), np.asarray(to)).sum())):
             return
-        plan.move(np.asarray(chosen), np.asarray(to))
+        builder.move(np.asarray(chosen), np.asarray(to))
 
 
-def _place(plan: _Plan) -> None:
+def _place(builder: _Builder) -> None:
     """Give every pooled partition a subscriber: the heavier ones one by one, heaviest first, to the eligible
     member with the least load (LPT); then the light rest class by class (fewest subscribers first) in one cut
     along the members' room."""
-    pooled = np.flatnonzero(plan.pool)
-    pooled = pooled[np.argsort(-plan.w[pooled], kind="stable")]  # heaviest first, ties by id (stable)
-    heavy = pooled[plan.w[pooled] > plan.eps / 2][:_MAX_LPT]
+    pooled = np.flatnonzero(builder.pool)
+    pooled = pooled[np.argsort(-builder.w[pooled], kind="stable")]  # heaviest first, ties by id (stable)
+    heavy = pooled[builder.w[pooled] > builder.eps / 2][:_MAX_LPT]
     if len(heavy):
-        _place_lpt(plan, heavy)
+        _place_lpt(builder, heavy)
     pooled = pooled[len(heavy) :]
-    if len(plan.classes) > 1:
-        pooled = pooled[np.argsort(plan.pclass[pooled], kind="stable")]  # grouped by class, order kept
-    bounds = np.searchsorted(plan.pclass[pooled], np.arange(len(plan.classes) + 1))
-    for k, subscribers in enumerate(plan.classes):
+    if len(builder.classes) > 1:
+        pooled = pooled[np.argsort(builder.pclass[pooled], kind="stable")]  # grouped by class, order kept
+    bounds = np.searchsorted(builder.pclass[pooled], np.arange(len(builder.classes) + 1))
+    for k, subscribers in enumerate(builder.classes):
         parts = pooled[bounds[k] : bounds[k + 1]]
         if len(parts) == 0:
             continue
-        open_ = subscribers[plan.count[subscribers] < plan.count_hi]
+        open_ = subscribers[builder.count[subscribers] < builder.count_hi]
         members = open_ if len(open_) else subscribers
-        positive = parts[plan.w[parts] > 0]
+        positive = parts[builder.w[parts] > 0]
         if len(positive):
-            _place_cut(plan, positive, members)
-        zero = parts[plan.w[parts] <= 0]
+            _place_cut(builder, positive, members)
+        zero = parts[builder.w[parts] <= 0]
         if len(zero):
-            _place_by_count(plan, zero, members)
-    plan.drop_index()
+            _place_by_count(builder, zero, members)
+    builder.drop_index()
 
 
-def _place_lpt(plan: _Plan, parts: np.ndarray) -> None:
+def _place_lpt(builder: _Builder, parts: np.ndarray) -> None:
     """Longest processing time first: each partition (heaviest first) to the eligible member with the least load,
     ties MemberInfo order; a member at the count ceiling takes no more unless every eligible one is there.
 
     One heap per topic class; an entry is stale once the member took a partition of another class, and is then
     pushed back with its new load (loads only grow here, so a stale entry surfaces before its true place).
     """
-    load = plan.load.copy()
-    count = plan.count.copy()
+    load = builder.load.copy()
+    count = builder.count.copy()
     heaps: dict[int, list[tuple[float, int, int]]] = {}
     to = np.empty(len(parts), dtype=np.int32)
-    for i, (p, k) in enumerate(zip(parts.tolist(), plan.pclass[parts].tolist(), strict=True)):
+    for i, (p, k) in enumerate(zip(parts.tolist(), builder.pclass[parts].tolist(), strict=True)):
         heap = heaps.get(k)
         if heap is None:
-            members = plan.classes[k]
-            open_ = members[count[members] < plan.count_hi]
-            heap = heaps[k] = [(float(load[m]), int(plan.rank[m]), int(m)) for m in (open_ if len(open_) else members)]
+            members = builder.classes[k]
+            open_ = members[count[members] < builder.count_hi]
+            heap = heaps[k] = [
+                (float(load[m]), int(builder.rank[m]), int(m)) for m in (open_ if len(open_) else members)
+            ]
             heapq.heapify(heap)
         while True:
             key, r, m = heapq.heappop(heap)
@@ -571,24 +580,24 @@ def _place_lpt(plan: _Plan, parts: np.ndarray) -> None:
                 break
             heapq.heappush(heap, (float(load[m]), r, m))
         to[i] = m
-        load[m] += plan.w[p]
+        load[m] += builder.w[p]
         count[m] += 1
-        if count[m] < plan.count_hi or len(heap) == 0:
+        if count[m] < builder.count_hi or len(heap) == 0:
             heapq.heappush(heap, (float(load[m]), r, m))
-    plan.move(parts, to)
+    builder.move(parts, to)
 
 
-def _place_cut(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
+def _place_cut(builder: _Builder, parts: np.ndarray, members: np.ndarray) -> None:
     """Raise the lightest members' loads to one common level: lay their room end to end (MemberInfo order) and
     each partition goes to the member whose stretch holds its midpoint. The partitions are laid in van der Corput
     order of their load rank, so any stretch gets heavy and light ones alike and counts follow the room."""
-    members = members[np.argsort(plan.rank[members], kind="stable")]
-    slack = plan.load[members]
-    room = np.maximum(_water_level(slack, float(plan.w[parts].sum())) - slack, 0.0)
+    members = members[np.argsort(builder.rank[members], kind="stable")]
+    slack = builder.load[members]
+    room = np.maximum(_water_level(slack, float(builder.w[parts].sum())) - slack, 0.0)
     laid = parts[_van_der_corput(len(parts))]
-    mid = np.cumsum(plan.w[laid]) - plan.w[laid] / 2
+    mid = np.cumsum(builder.w[laid]) - builder.w[laid] / 2
     slot = np.minimum(np.searchsorted(np.cumsum(room), mid), len(room) - 1)
-    plan.move(laid, members[slot])
+    builder.move(laid, members[slot])
 
 
 def _van_der_corput(n: int) -> np.ndarray:
@@ -605,11 +614,11 @@ def _van_der_corput(n: int) -> np.ndarray:
 _REVERSED_BYTE = np.asarray([int(f"{b:08b}"[::-1], 2) for b in range(256)], dtype=np.uint32)
 
 
-def _place_by_count(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None:
+def _place_by_count(builder: _Builder, parts: np.ndarray, members: np.ndarray) -> None:
     """Load-free partitions level the members' counts (fewest partitions first), the remainder in MemberInfo
     order."""
-    members = members[np.argsort(plan.rank[members], kind="stable")]
-    have = plan.count[members]
+    members = members[np.argsort(builder.rank[members], kind="stable")]
+    have = builder.count[members]
     lo, hi = int(have.min()), int(have.min()) + len(parts)
     while lo < hi:  # the highest level L with sum(max(0, L - have)) <= len(parts)
         mid = (lo + hi + 1) // 2
@@ -617,104 +626,110 @@ def _place_by_count(plan: _Plan, parts: np.ndarray, members: np.ndarray) -> None
     added = np.maximum(lo - have, 0)
     extra = np.flatnonzero(have + added == lo)[: len(parts) - int(added.sum())]
     added[extra] += 1
-    plan.move(parts, np.repeat(members, added))
+    builder.move(parts, np.repeat(members, added))
 
 
-def _repair_counts(plan: _Plan) -> None:
+def _repair_counts(builder: _Builder) -> None:
     """With max_count_spread: members still above the ceiling or below the floor trade single partitions with the
     member furthest the other way that may take them, the one keeping loads closest chosen."""
-    if plan.count_hi == np.iinfo(np.int64).max:
+    if builder.count_hi == np.iinfo(np.int64).max:
         return
-    outside = np.maximum(plan.count - plan.count_hi, 0).sum() + np.maximum(plan.count_lo - plan.count, 0).sum()
+    outside = (
+        np.maximum(builder.count - builder.count_hi, 0).sum() + np.maximum(builder.count_lo - builder.count, 0).sum()
+    )
     for _ in range(int(outside)):  # each trade brings one member one partition closer to the window
-        over = np.flatnonzero(plan.count > plan.count_hi)
-        under = np.flatnonzero(plan.count < plan.count_lo)
+        over = np.flatnonzero(builder.count > builder.count_hi)
+        under = np.flatnonzero(builder.count < builder.count_lo)
         if len(over):
-            a = plan.first_member(over, -plan.count[over])
-            takers = np.flatnonzero(plan.count < plan.count_hi)
+            a = builder.first_member(over, -builder.count[over])
+            takers = np.flatnonzero(builder.count < builder.count_hi)
         elif len(under):
-            b = plan.first_member(under, plan.count[under])
-            givers = np.flatnonzero((plan.count > plan.count_lo) & plan.holds[plan.eligible[:, b]].any(axis=0))
+            b = builder.first_member(under, builder.count[under])
+            givers = np.flatnonzero(
+                (builder.count > builder.count_lo) & builder.holds[builder.eligible[:, b]].any(axis=0)
+            )
             takers = np.asarray([b])
-            a = plan.first_member(givers, -plan.count[givers]) if len(givers) else -1
+            a = builder.first_member(givers, -builder.count[givers]) if len(givers) else -1
         else:
             return
-        if a < 0 or not _count_move(plan, a, takers):
+        if a < 0 or not _count_move(builder, a, takers):
             return
 
 
-def _count_move(plan: _Plan, a: int, takers: np.ndarray) -> bool:
+def _count_move(builder: _Builder, a: int, takers: np.ndarray) -> bool:
     """Move one of a's partitions to the taker with the fewest partitions that may take it, the partition that
     leaves the two loads closest; False when no taker subscribes to any of a's topics."""
-    parts = plan.parts_of(a)
+    parts = builder.parts_of(a)
     if len(parts) == 0 or len(takers) == 0:
         return False
     takers = takers[takers != a]
-    b_of = np.full(len(plan.classes), -1, dtype=np.int64)
-    for k in np.unique(plan.pclass[parts]).tolist():
-        ok = takers[plan.eligible[k, takers]]
+    b_of = np.full(len(builder.classes), -1, dtype=np.int64)
+    for k in np.unique(builder.pclass[parts]).tolist():
+        ok = takers[builder.eligible[k, takers]]
         if len(ok):
-            b_of[k] = plan.first_member(ok, plan.count[ok], plan.load[ok])
-    b = b_of[plan.pclass[parts]]
+            b_of[k] = builder.first_member(ok, builder.count[ok], builder.load[ok])
+    b = b_of[builder.pclass[parts]]
     parts, b = parts[b >= 0], b[b >= 0]
     if len(parts) == 0:
         return False
-    gap = np.abs((plan.load[a] - plan.w[parts]) - (plan.load[b] + plan.w[parts]))
+    gap = np.abs((builder.load[a] - builder.w[parts]) - (builder.load[b] + builder.w[parts]))
     i = int(np.lexsort((parts, gap))[0])
-    plan.move(parts[i : i + 1], b[i : i + 1])
+    builder.move(parts[i : i + 1], b[i : i + 1])
     return True
 
 
-def _best_give(plan: _Plan, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_give(builder: _Builder, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The move from member a to the lightest member eligible for the partition that evens the pair most, else
     the best swap (single, then bundle) with one of the lightest members eligible for any of a's partitions; None
     if none lands the receiver `eps` below a's load. Moves respect the count window, swaps keep counts."""
-    parts = plan.parts_of(a)
+    parts = builder.parts_of(a)
     if len(parts) == 0:
         return None
-    ks = plan.pclass[parts]
+    ks = builder.pclass[parts]
     present = np.unique(ks)
-    others = np.ones(len(plan.load), dtype=bool)
+    others = np.ones(len(builder.load), dtype=bool)
     others[a] = False
-    if plan.count[a] > plan.count_lo[a]:
-        receiver = np.full(len(plan.classes), -1, dtype=np.int64)
-        receiver[present] = plan.lightest(plan.eligible[present] & others & (plan.count < plan.count_hi))[:, 0]
-        move = _best_move(plan, a, parts, receiver[ks], eps)
+    if builder.count[a] > builder.count_lo[a]:
+        receiver = np.full(len(builder.classes), -1, dtype=np.int64)
+        receiver[present] = builder.lightest(builder.eligible[present] & others & (builder.count < builder.count_hi))[
+            :, 0
+        ]
+        move = _best_move(builder, a, parts, receiver[ks], eps)
         if move is not None:
             return move
-    takers = plan.lightest(plan.eligible[present].any(axis=0) & others, _DONORS)
+    takers = builder.lightest(builder.eligible[present].any(axis=0) & others, _DONORS)
     takers = takers[takers >= 0].tolist()
     for b in takers:
-        swap = _best_swap(plan, a, b, eps) or _bundle_swap(plan, a, b, eps)
+        swap = _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
         if swap is not None:
             return swap
     for b in takers:
-        chain = _chain(plan, a, b, eps)
+        chain = _chain(builder, a, b, eps)
         if chain is not None:
             return chain
     return None
 
 
-def _best_take(plan: _Plan, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_take(builder: _Builder, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The move (or swap) to member b from one of the heaviest members holding partitions b may take."""
-    mine = plan.eligible[:, b]
-    donors = np.flatnonzero(plan.holds[mine].any(axis=0) & (plan.load > plan.load[b] + eps))
+    mine = builder.eligible[:, b]
+    donors = np.flatnonzero(builder.holds[mine].any(axis=0) & (builder.load > builder.load[b] + eps))
     # A donor with one partition cannot give it without ending below b (it is its whole load).
-    donors = donors[plan.count[donors] > 1]
-    for a in donors[np.lexsort((plan.rank[donors], -plan.load[donors]))][:_DONORS].tolist():
+    donors = donors[builder.count[donors] > 1]
+    for a in donors[np.lexsort((builder.rank[donors], -builder.load[donors]))][:_DONORS].tolist():
         move = None
-        if plan.count[b] < plan.count_hi and plan.count[a] > plan.count_lo[a]:
-            parts = plan.parts_of(a)
-            parts = parts[mine[plan.pclass[parts]]]
-            move = _best_move(plan, a, parts, np.full(len(parts), b), eps)
-        move = move or _best_swap(plan, a, b, eps) or _bundle_swap(plan, a, b, eps)
+        if builder.count[b] < builder.count_hi and builder.count[a] > builder.count_lo[a]:
+            parts = builder.parts_of(a)
+            parts = parts[mine[builder.pclass[parts]]]
+            move = _best_move(builder, a, parts, np.full(len(parts), b), eps)
+        move = move or _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
         if move is not None:
             return move
     return None
 
 
 def _best_move(
-    plan: _Plan, a: int, parts: np.ndarray, to: np.ndarray, eps: float
+    builder: _Builder, a: int, parts: np.ndarray, to: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
     most a's load minus eps (so the pair's max falls); ties by partition id. When that partition covers less than
@@ -722,48 +737,48 @@ def _best_move(
     the gap minus eps): the same outcome as that many single moves, in one step."""
     ok = to >= 0
     parts, to = parts[ok], to[ok]
-    w = plan.w[parts]
-    gap = plan.load[a] - plan.load[to]
+    w = builder.w[parts]
+    gap = builder.load[a] - builder.load[to]
     fine = (w > 0) & (w <= gap - eps)
-    if plan.budget < np.inf:
-        fine &= plan.spent + plan.cost(parts, to) <= plan.budget
+    if builder.budget < np.inf:
+        fine &= builder.spent + builder.cost(parts, to) <= builder.budget
     if not fine.any():
         return None
     parts, to, w, gap = parts[fine], to[fine], w[fine], gap[fine]
     i = int(np.lexsort((parts, np.abs(w - gap / 2)))[0])
     b, half = int(to[i]), float(gap[i]) / 2
-    room = min(int(plan.count[a] - plan.count_lo[a]), plan.count_hi - int(plan.count[b]))
+    room = min(int(builder.count[a] - builder.count_lo[a]), builder.count_hi - int(builder.count[b]))
     if w[i] >= half - eps or room < 2:
         return parts[i : i + 1], to[i : i + 1]
     same = parts[to == b]
-    same = same[np.lexsort((same, -plan.w[same]))]
-    several = same[_pick(plan.w[same], half, 2 * half - eps)][:room]
-    if len(several) < 2 or not plan.affordable(float(plan.cost(several, b).sum())):
+    same = same[np.lexsort((same, -builder.w[same]))]
+    several = same[_pick(builder.w[same], half, 2 * half - eps)][:room]
+    if len(several) < 2 or not builder.affordable(float(builder.cost(several, b).sum())):
         return parts[i : i + 1], to[i : i + 1]
     return several, np.full(len(several), b)
 
 
-def _best_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _best_swap(builder: _Builder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The swap of p (from a) and q (from b) that moves the least load per unit the pair's max falls; it must fall
     by at least eps (the load difference d = w(p) - w(q) within [eps, gap - eps]), ties by partition ids."""
-    gap = float(plan.load[a] - plan.load[b])
+    gap = float(builder.load[a] - builder.load[b])
     if gap < 2 * eps:
         return None
-    mine, theirs = plan.parts_of(a), plan.parts_of(b)
-    mine = mine[plan.eligible[plan.pclass[mine], b]]
-    theirs = theirs[plan.eligible[plan.pclass[theirs], a]]
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b]]
+    theirs = theirs[builder.eligible[builder.pclass[theirs], a]]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    theirs = theirs[np.lexsort((theirs, plan.w[theirs]))]
-    wt, wm = plan.w[theirs], plan.w[mine]
+    theirs = theirs[np.lexsort((theirs, builder.w[theirs]))]
+    wt, wm = builder.w[theirs], builder.w[mine]
     at = np.searchsorted(wt, wm - gap / 2)
     best: tuple[float, int, int] | None = None
     for side in (at - 1, at):  # for each p, the partners on either side of the ideal w(p) - gap / 2
         j = np.clip(side, 0, len(theirs) - 1)
         d = wm - wt[j]
         fine = (side >= 0) & (side < len(theirs)) & (d >= eps) & (d <= gap - eps)
-        if plan.budget < np.inf:
-            fine &= plan.spent + plan.cost(mine, b) + plan.cost(theirs[j], a) <= plan.budget
+        if builder.budget < np.inf:
+            fine &= builder.spent + builder.cost(mine, b) + builder.cost(theirs[j], a) <= builder.budget
         i = np.flatnonzero(fine)
         if len(i) == 0:
             continue
@@ -776,24 +791,24 @@ def _best_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.
     return np.asarray([best[1], best[2]]), np.asarray([b, a])
 
 
-def _bundle_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _bundle_swap(builder: _Builder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """One of a's heaviest partitions for a bundle of b's lighter ones (the heaviest of them first) worth about
     half the gap less, when no single move or swap helps (three 30s against a 30 and many 1s); same rules."""
-    gap = float(plan.load[a] - plan.load[b])
+    gap = float(builder.load[a] - builder.load[b])
     if gap < 2 * eps:
         return None
-    mine, theirs = plan.parts_of(a), plan.parts_of(b)
-    mine = mine[plan.eligible[plan.pclass[mine], b]]
-    theirs = theirs[plan.eligible[plan.pclass[theirs], a] & (plan.w[theirs] > 0)]
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b]]
+    theirs = theirs[builder.eligible[builder.pclass[theirs], a] & (builder.w[theirs] > 0)]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    mine = mine[np.lexsort((mine, -plan.w[mine]))][:_BUNDLE_TRIES]
-    theirs = theirs[np.lexsort((theirs, -plan.w[theirs]))]
+    mine = mine[np.lexsort((mine, -builder.w[mine]))][:_BUNDLE_TRIES]
+    theirs = theirs[np.lexsort((theirs, -builder.w[theirs]))]
     best: tuple[float, int, int, np.ndarray] | None = None
     for p in mine.tolist():
-        wp = float(plan.w[p])
-        fits = theirs[plan.w[theirs] <= wp - eps]  # a bundle member weighing more would leave nothing to gain
-        sums = np.cumsum(plan.w[fits])
+        wp = float(builder.w[p])
+        fits = theirs[builder.w[theirs] <= wp - eps]  # a bundle member weighing more would leave nothing to gain
+        sums = np.cumsum(builder.w[fits])
         k = int(np.searchsorted(sums, wp - gap / 2, side="right"))  # the heaviest prefix up to the ideal
         for n in (k, k + 1):
             if n == 0 or n > len(fits):
@@ -801,10 +816,10 @@ def _bundle_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, n
             d = wp - float(sums[n - 1])
             if not eps <= d <= gap - eps:
                 continue
-            if plan.count[a] + n - 1 > plan.count_hi or plan.count[b] - (n - 1) < plan.count_lo[b]:
+            if builder.count[a] + n - 1 > builder.count_hi or builder.count[b] - (n - 1) < builder.count_lo[b]:
                 continue
-            if plan.budget < np.inf and not plan.affordable(
-                float(plan.cost(np.asarray([p]), b).sum() + plan.cost(fits[:n], a).sum())
+            if builder.budget < np.inf and not builder.affordable(
+                float(builder.cost(np.asarray([p]), b).sum() + builder.cost(fits[:n], a).sum())
             ):
                 continue
             cand = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
@@ -814,37 +829,37 @@ def _bundle_swap(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, n
     return np.append(best[2], best[3]), np.append(b, np.full(best[1], a))
 
 
-def _chain(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _chain(builder: _Builder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """a gives p to b while b passes q (of a topic class a cannot take) on to the lightest member eligible for it:
     with overlapping subscriptions the heaviest member may reach only members about as loaded, who can pass load on.
     Valid when a, b and the third member all end at least eps below a's load; least load moved per unit gained."""
-    if plan.count[a] <= plan.count_lo[a]:
+    if builder.count[a] <= builder.count_lo[a]:
         return None
-    mine, theirs = plan.parts_of(a), plan.parts_of(b)
-    mine = mine[plan.eligible[plan.pclass[mine], b] & (plan.w[mine] > 0)]
-    theirs = theirs[plan.w[theirs] > 0]
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b] & (builder.w[mine] > 0)]
+    theirs = theirs[builder.w[theirs] > 0]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    third = plan.count < plan.count_hi
+    third = builder.count < builder.count_hi
     third[[a, b]] = False
-    present = np.unique(plan.pclass[theirs])
-    onward = np.full(len(plan.classes), -1, dtype=np.int64)
-    onward[present] = plan.lightest(plan.eligible[present] & third)[:, 0]
-    c = onward[plan.pclass[theirs]]
+    present = np.unique(builder.pclass[theirs])
+    onward = np.full(len(builder.classes), -1, dtype=np.int64)
+    onward[present] = builder.lightest(builder.eligible[present] & third)[:, 0]
+    c = onward[builder.pclass[theirs]]
     theirs, c = theirs[c >= 0], c[c >= 0]
     if len(theirs) == 0:
         return None
-    mine = mine[np.lexsort((mine, plan.w[mine]))]
-    wm, wq = plan.w[mine], plan.w[theirs]
-    la, lb, lc = float(plan.load[a]), float(plan.load[b]), plan.load[c]
+    mine = mine[np.lexsort((mine, builder.w[mine]))]
+    wm, wq = builder.w[mine], builder.w[theirs]
+    la, lb, lc = float(builder.load[a]), float(builder.load[b]), builder.load[c]
     at = np.searchsorted(wm, (la - lb + wq) / 2)  # for each q, the p evening a and b
     best: tuple[float, int, int] | None = None
     for side in (at - 1, at):
         i = np.clip(side, 0, len(mine) - 1)
         top = np.maximum(np.maximum(la - wm[i], lb + wm[i] - wq), lc + wq)
         fine = (side >= 0) & (side < len(mine)) & (top <= la - eps)
-        if plan.budget < np.inf:
-            fine &= plan.spent + plan.cost(mine[i], b) + plan.cost(theirs, c) <= plan.budget
+        if builder.budget < np.inf:
+            fine &= builder.spent + builder.cost(mine[i], b) + builder.cost(theirs, c) <= builder.budget
         j = np.flatnonzero(fine)
         if len(j) == 0:
             continue
@@ -857,23 +872,23 @@ def _chain(plan: _Plan, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndar
     return np.asarray([best[1], theirs[best[2]]]), np.asarray([b, c[best[2]]])
 
 
-def _untangle(plan: _Plan) -> None:
+def _untangle(builder: _Builder) -> None:
     """Undo crossed hand-overs: partitions of one topic class and one load are interchangeable, so among those
     that changed hands each member first gets back its own previous ones (as many as it holds of the kind now),
     and the rest fill the remaining places, lowest ids first. Loads and counts stay as they are; only fewer
     partitions move (shed partitions re-placed, or equal loads such as unit loads, cross over easily)."""
-    parts = np.flatnonzero((plan.owner >= 0) & (plan.owner != plan.previous))
-    n = len(plan.load) + 1  # member ids, and n - 1 for "no previous owner"
-    prev = np.where(plan.previous[parts] >= 0, plan.previous[parts], n - 1)
-    parts = parts[np.lexsort((parts, prev, plan.w[parts], plan.pclass[parts]))]
-    kind_key = np.stack([plan.pclass[parts].astype(np.float64), plan.w[parts]])
+    parts = np.flatnonzero((builder.owner >= 0) & (builder.owner != builder.previous))
+    n = len(builder.load) + 1  # member ids, and n - 1 for "no previous owner"
+    prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
+    parts = parts[np.lexsort((parts, prev, builder.w[parts], builder.pclass[parts]))]
+    kind_key = np.stack([builder.pclass[parts].astype(np.float64), builder.w[parts]])
     kind = np.cumsum(np.concatenate([[True], np.any(kind_key[:, 1:] != kind_key[:, :-1], axis=0)])) - 1
     shared = np.bincount(kind)[kind] > 1  # a kind of one partition has nothing to exchange
     parts, kind = parts[shared], kind[shared].astype(np.int64)
     if len(parts) == 0:
         return
-    prev = np.where(plan.previous[parts] >= 0, plan.previous[parts], n - 1)
-    held = kind * n + plan.owner[parts]  # (kind, member now): the places
+    prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
+    held = kind * n + builder.owner[parts]  # (kind, member now): the places
     cells, places = np.unique(held, return_counts=True)
     was = kind * n + prev  # (kind, previous member), sorted by the order above
     at = np.minimum(np.searchsorted(cells, was), len(cells) - 1)
@@ -882,42 +897,45 @@ def _untangle(plan: _Plan) -> None:
     free = places - np.bincount(at[home], minlength=len(cells))
     rest = parts[~home]  # already in (kind, id) order within each previous owner: re-sort by (kind, id)
     rest = rest[np.lexsort((rest, kind[~home]))]
-    target = np.empty(len(plan.w), dtype=np.int64)
+    target = np.empty(len(builder.w), dtype=np.int64)
     target[parts[home]] = prev[home]
     target[rest] = np.repeat(cells % n, free)  # the free places, kind by kind, member by member
-    change = parts[target[parts] != plan.owner[parts]]
+    change = parts[target[parts] != builder.owner[parts]]
     if len(change):
-        plan.move(change, target[change])
+        builder.move(change, target[change])
 
 
-def _extremes(plan: _Plan) -> tuple[int, int]:
+def _extremes(builder: _Builder) -> tuple[int, int]:
     """The heaviest member that has something to give and the lightest member, ties MemberInfo order.
 
     A member holding a single partition cannot give it to a lighter member without that member ending heavier
     than it was (a heavy partition alone on its member is where the bound puts it), so it is passed over.
     """
-    givers = plan.count > 1
-    givers = givers if givers.any() else np.ones(len(plan.load), dtype=bool)
-    heaviest = np.where(givers[plan.by_rank], plan.load[plan.by_rank], -np.inf)
-    return int(plan.by_rank[np.argmax(heaviest)]), int(plan.by_rank[np.argmin(plan.load[plan.by_rank])])
+    givers = builder.count > 1
+    givers = givers if givers.any() else np.ones(len(builder.load), dtype=bool)
+    heaviest = np.where(givers[builder.by_rank], builder.load[builder.by_rank], -np.inf)
+    return int(builder.by_rank[np.argmax(heaviest)]), int(builder.by_rank[np.argmin(builder.load[builder.by_rank])])
 
 
-def _settled(plan: _Plan) -> bool:
+def _settled(builder: _Builder) -> bool:
     """Whether to leave the group as it is: counts inside their window, and neither the heaviest member can give
     nor the lightest member take a partition (or swap) that evens them by 2 x eps. Hysteresis: once it must move,
     `_improve` evens the group to eps, so a group this assignor balanced is left alone next time."""
-    if np.any(plan.count > plan.count_hi) or np.any(plan.count < plan.count_lo):
+    if np.any(builder.count > builder.count_hi) or np.any(builder.count < builder.count_lo):
         return False
-    heaviest, lightest = _extremes(plan)
-    return _best_give(plan, heaviest, 2 * plan.eps) is None and _best_take(plan, lightest, 2 * plan.eps) is None
+    heaviest, lightest = _extremes(builder)
+    return (
+        _best_give(builder, heaviest, 2 * builder.eps) is None
+        and _best_take(builder, lightest, 2 * builder.eps) is None
+    )
 
 
-def _improve(plan: _Plan) -> None:
+def _improve(builder: _Builder) -> None:
     """Moves and swaps until settled; each one lowers the sum of squared loads by at least 2 x eps x the load
     it shifts, so the loop ends; the iteration cap bounds its time on huge groups."""
-    for _ in range(4 * len(plan.load) + 1000):
-        heaviest, lightest = _extremes(plan)
-        step = _best_give(plan, heaviest, plan.eps) or _best_take(plan, lightest, plan.eps)
+    for _ in range(4 * len(builder.load) + 1000):
+        heaviest, lightest = _extremes(builder)
+        step = _best_give(builder, heaviest, builder.eps) or _best_take(builder, lightest, builder.eps)
         if step is None:
             return
-        plan.move(*step)
+        builder.move(*step)
