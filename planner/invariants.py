@@ -1,4 +1,4 @@
-"""Plan invariants: each check returns violation messages (empty = fine); tests call them now, the gate later.
+"""Assignment invariants: each check returns violation messages (empty = fine); tests call them now, the gate later.
 
 Every check takes a group (compact form or GroupSpec) and an assignment ({member: [(topic, partition)]} or an
 owner array indexed by partition id). The rules are Kafka's: every subscribed partition assigned exactly once,
@@ -151,7 +151,7 @@ def check_plan(
     balance: bool = False,
     target: Assignment | None = None,
 ) -> list[str]:
-    """All checks for a plan: eager when `target` is None, else a cooperative round and its follow-up."""
+    """All checks of a candidate: eager when `target` is None, else a cooperative round and its follow-up."""
     if target is None:
         problems = assigned_exactly_once(group, assignment) + only_subscribed(group, assignment)
         return problems + (balanced(group, assignment) if balance else [])
