@@ -50,6 +50,7 @@ def test_with_approval_on_a_person_decides_and_a_newer_approval_supersedes(spark
     result = pipeline.run(config, "gated-run", spark=spark)
     assert [(r["group_id"], r["status"]) for r in result.report] == [(g, S.GATED) for g in DEMO_GROUPS]
     assert {r["status_reason"] for r in result.report} == {"gate passed; awaiting review"}
+    assert "5 generation(s) passed the gate and await review" in capsys.readouterr().out  # the review step's summary
 
     root = str(lake.root)
     argv = ["review", "--lake", root, "--group", "payments", "--generation", "1"]
