@@ -78,10 +78,16 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
+    """Pull the groups (and key samples) and write both files, or nothing: any failure exits 2 naming its cause.
+
+    Keys are sampled before the groups are pulled, so a broker lost while sampling (which only ends the sample
+    short) fails the pull; the samples file is removed again if the snapshot file cannot be written.
+    """
     from pathlib import Path
 
     from jobs.io.kafka_settings import KafkaSettingsError, from_env
     from jobs.io.kafka_source import pull_snapshots, sample_keys, write_key_samples, write_snapshots
+    from planner.errors import SourceError
 
     settings = from_env(bootstrap_servers=args.bootstrap_servers)
     if settings is None:
@@ -89,13 +95,19 @@ def _snapshot(args: argparse.Namespace) -> int:
             "no Kafka configured: pass --bootstrap-servers or set "
             "REBALANCE_KAFKA_BOOTSTRAP_SERVERS / REBALANCE_KAFKA_CONN_ID"
         )
-    documents = pull_snapshots(settings, group_pattern=args.group)
     topics = [t.strip() for t in args.sample_topics.split(",") if t.strip()]
     samples = sample_keys(settings, topics, args.sample_records) if topics else None
+    documents = pull_snapshots(settings, group_pattern=args.group)
     output = Path(args.output)
-    if samples is not None:
-        write_key_samples(samples, output.with_name(f"{output.stem}.key_samples.parquet"))
-    write_snapshots(documents, output)
+    samples_file = output.with_name(f"{output.stem}.key_samples.parquet")
+    try:
+        if samples is not None:
+            write_key_samples(samples, samples_file)
+        write_snapshots(documents, output)
+    except OSError as e:
+        if samples is not None:
+            samples_file.unlink(missing_ok=True)
+        raise SourceError(f"writing {output} failed, nothing written: {e.strerror or e}") from None
     print(
         f"{len(documents)} group snapshots -> {output}"
         + (f"; {samples.num_rows} key samples" if samples is not None else "")
@@ -242,9 +254,8 @@ def _what_if(args: argparse.Namespace) -> int:
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
     ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
-    for name in pipeline.WHAT_IF[:-1]:
-        pipeline.STEPS[name](ctx, params)
-    report = pipeline.publish(ctx, params)
+    results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
+    report = results["publish"]
     return 0 if all(r["status"] == GenerationStatus.APPROVED for r in report) else 1
 
 
