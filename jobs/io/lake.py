@@ -19,6 +19,8 @@ import hashlib
 import logging
 import os
 import re
+import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,25 +79,26 @@ class Lake:
     def append(self, name: str, data: pa.Table) -> None:
         """Append rows as one Delta commit."""
         if data.num_rows:
-            with self._committing(name):
+            with self.committing(name):
                 write_deltalake(self.path(name), conform(TABLES[name], data), mode="append")
 
     def merge(self, name: str, data: pa.Table) -> None:
         """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
         if data.num_rows:
-            with self._committing(name):
+            with self.committing(name):
                 self._on_keys(name, data).when_matched_update_all().when_not_matched_insert_all().execute()
 
     def update(self, name: str, data: pa.Table, columns: list[str]) -> None:
         """Set `columns` of existing rows matched on the table's keys (other columns keep their values)."""
         if data.num_rows:
-            with self._committing(name):
+            with self.committing(name):
                 self._on_keys(name, data).when_matched_update({f"`{c}`": f"s.`{c}`" for c in columns}).execute()
 
     @contextmanager
-    def _committing(self, name: str) -> Iterator[None]:
-        """One commit to table `name`: under the lake lock (the MERGE inside reads the table afresh), refused
-        up front when the table cannot be written, its IO failures named."""
+    def committing(self, name: str) -> Iterator[None]:
+        """A block that makes one commit to table `name` (through this class or straight through delta-rs): under
+        the lake lock (a MERGE inside reads the table afresh), refused up front when the table cannot be written,
+        its IO failures named."""
         with self.lock():
             if reason := unwritable(self.path(name)):
                 raise SourceError(f"lake {self.root}: cannot write table {name}: {reason}")
@@ -147,8 +150,10 @@ class Lake:
         Other processes wait their turn; within a process it is re-entrant (a step holding it commits through
         `merge`), and threads take turns. The lock is on the lake directory, so a read-only lake can be locked too.
         """
-        with failures_named(f"lake {self.root}: creating it"):
+        try:
             self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise SourceError(f"lake {self.root}: cannot create it: {_cause(e)}") from None
         flock = _flock(str(self.root))
         with flock.threads:
             flock.acquire()
@@ -219,11 +224,33 @@ def unwritable(path: Path) -> str | None:
 
 @contextmanager
 def failures_named(action: str) -> Iterator[None]:
-    """Turn delta-rs and file-system failures of `action` into one-line `SourceError`s naming the cause."""
-    try:
-        yield
-    except (OSError, DeltaError) as e:
-        raise SourceError(f"{action} failed: {_cause(e)}") from None
+    """Turn delta-rs and file-system failures of `action` into one-line `SourceError`s naming the cause.
+
+    After a failed write, delta-rs's object store panics in a worker thread (arrow-rs-object-store issue 810,
+    BufWriter polled again after an error) and Rust prints that panic report on stderr, while the failure itself
+    comes back as the exception named here. So stderr is held aside while `action` runs: passed on when it
+    succeeds, logged at debug level when it fails.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        failed = False
+        try:
+            yield
+        except (OSError, DeltaError) as e:
+            failed = True
+            raise SourceError(f"{action} failed: {_cause(e)}") from None
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            if printed := held.read():
+                if failed:
+                    log.debug("%s: stderr of the failed write: %s", action, printed.decode(errors="replace"))
+                else:
+                    os.write(2, printed)
 
 
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")

@@ -171,7 +171,12 @@ def configured_documents(
             kafka_source.sample_keys(settings, config.sample_topics, config.sample_records, sample_id=run_id),
         )
     origin = f"kafka://{settings.bootstrap_servers}"
-    return [RawDocument(f"{origin}/{d['group_id']}", json.dumps(d), doc=d) for d in docs], "kafka"
+    return [RawDocument(f"{origin}/{_printable(d['group_id'])}", json.dumps(d), doc=d) for d in docs], "kafka"
+
+
+def _printable(group_id: str) -> str:
+    """A Kafka group id as it may be printed: control characters escaped (Kafka allows any text as a group id)."""
+    return group_id if group_id.isprintable() else group_id.encode("unicode_escape").decode("ascii")
 
 
 def _text(raw: str | bytes) -> str:
