@@ -14,7 +14,8 @@ partition loads lognormal (sigma 1), a few hot (1% at 50x), Zipf (s 1.1, shuffle
 member joins the strategy's own assignment, (iv) the next round of it with 5% churn as above. Per strategy:
 max/mean member load after the (follow-up) rounds, the bound the weights allow (planner.load.load_bound), load
 moved (share of the total) and partitions moved against today's owners, what a fresh balanced-load assignment
-would move instead, and the milliseconds of the first round.
+would move instead, the wall milliseconds of the first round and the CPU milliseconds of all rounds (the figure
+to trust on a shared machine).
 
 Run: `python bench/assignors.py [--quick] [--skip-timing] [--max-partitions N]`.
 """
@@ -168,9 +169,9 @@ def load_rows(strategies: list[str], max_partitions: int) -> None:
     """The load table: one row per (shape, size, round, strategy)."""
     print(
         "| loads | partitions | members | round | strategy | max/mean | bound | load moved | partitions moved "
-        "| fresh would move | ms |"
+        "| fresh would move | ms | cpu ms |"
     )
-    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for partitions, members in LOAD_SIZES:
         if partitions > max_partitions:
             continue
@@ -181,14 +182,16 @@ def load_rows(strategies: list[str], max_partitions: int) -> None:
             for round_name in ("fresh", "from sticky", "join", "next"):
                 for strategy in strategies:
                     group = round_group(round_name, fresh, own["sticky"], own[strategy])
+                    cpu = time.process_time()
                     result = assign_arrays(strategy, group)
+                    cpu_ms = (time.process_time() - cpu) * 1000.0
                     reference = "" if round_name == "fresh" else f"{fresh_would_move(group):.3f}"
                     kept = result.target[group.claim_partition] == group.claim_member
                     print(
                         f"| {shape} | {group.num_partitions:,} | {len(group.members):,} | {round_name} | {strategy} "
                         f"| {max_mean_load(group, result.target):.3f} | {load_bound(group):.3f} "
                         f"| {load_moved(group, result.target):.3f} | {int(np.count_nonzero(~kept)):,} "
-                        f"| {reference} | {result.elapsed_ms:.0f} |",
+                        f"| {reference} | {result.elapsed_ms:.0f} | {cpu_ms:.0f} |",
                         flush=True,
                     )
 
