@@ -45,16 +45,22 @@ def run_demo(config: Config, live: bool = True) -> int:
 
         started = time.monotonic()
         print("starting an embedded Kafka broker with keyed traffic and live consumer groups ...")
-        with demo_cluster.running() as cluster:
-            print(
-                f"broker on {cluster.bootstrap} (pid {cluster.broker_pid}): topics {cluster.topics}, groups "
-                f"{sorted(cluster.groups)}; ready in {time.monotonic() - started:.1f} s"
-            )
-            env |= {
-                "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
-                "REBALANCE_SAMPLE_TOPICS": ",".join(cluster.topics),
-            }
-            code = _dag_test(env, home, f"Kafka at {cluster.bootstrap}")
+        with demo_cluster.broker() as broker:
+            with demo_cluster.running(bootstrap=broker.bootstrap) as cluster:
+                print(
+                    f"broker on {cluster.bootstrap} (pid {broker.pid}): topics {cluster.topics}, groups "
+                    f"{sorted(cluster.groups)}; ready in {time.monotonic() - started:.1f} s"
+                )
+                env |= {
+                    "REBALANCE_KAFKA_BOOTSTRAP_SERVERS": cluster.bootstrap,
+                    "REBALANCE_SAMPLE_TOPICS": ",".join(cluster.topics),
+                }
+                code = _dag_test(env, home, f"Kafka at {cluster.bootstrap}")
+            if not code:
+                from jobs.demo.apply import apply_demo
+
+                print("\nApplying one approved plan to its live group (PlannedAssignor), then verifying it:")
+                print(apply_demo(broker.bootstrap, lake))
         print("broker and consumer groups stopped")
     if code:
         return code

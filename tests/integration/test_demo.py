@@ -49,6 +49,13 @@ def test_demo_against_a_live_embedded_kafka(tmp_path: Path) -> None:
     result, lake = _demo(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "DAG run succeeded" in result.stdout and "broker and consumer groups stopped" in result.stdout
+    applied = result.stdout.split("Applying one approved plan")[1]
+    assert "restarted" in applied and "with PlannedAssignor" in applied and "converged to the plan" in applied
+    assert "group billing-range: generation" in applied and ": applied, all " in applied
+    verified = {
+        r["group_id"]: r["verification"] for r in DeltaTable(lake / "generations").to_pyarrow_table().to_pylist()
+    }
+    assert verified["billing-range"] == "applied"
     statuses = _statuses(lake)
     assert statuses and set(statuses.values()) == {"approved"}
     skew = DeltaTable(lake / "key_skew").to_pyarrow_table()
