@@ -60,7 +60,7 @@ class GenerationReport:
     hot_keys: Rows  # topic, rank, key (printable), messages, share, partition (today)
     fingerprint: Rows  # topic, partitioner, share, observed_messages, explained_messages
     candidates: Rows  # plan_metrics rows (every column the table has), chosen first
-    members: Rows  # member, plan (TODAY or a strategy), chosen, partitions, load
+    members: Rows  # member, assignment (TODAY or a candidate's strategy), chosen, partitions, load
     moves: Rows  # round, action, topic, partition, previous_member, member, load
     lag: Rows  # member, today, after (the chosen plan)
     gate: Rows  # expectation, success, observed_value, details, ...; failed first
@@ -206,14 +206,20 @@ def member_loads(
         if r.get("member") is not None:
             owners.setdefault(r["strategy"], {})[(r["topic"], r["partition"])] = r["member"]
     out = []
-    for plan, owner in owners.items():
+    for assignment, owner in owners.items():
         count: dict[str, int] = defaultdict(int)
         total: dict[str, float] = defaultdict(float)
         for key, member in owner.items():
             count[member] += 1
             total[member] += load.get(key, 1.0)
         out += [
-            {"member": m, "plan": plan, "chosen": plan == chosen, "partitions": count[m], "load": total[m]}
+            {
+                "member": m,
+                "assignment": assignment,
+                "chosen": assignment == chosen,
+                "partitions": count[m],
+                "load": total[m],
+            }
             for m in members
         ]
     return out

@@ -95,26 +95,26 @@ def what_if(report: GenerationReport, topic: str) -> Figure:
 
 def member_load(report: GenerationReport) -> Figure:
     """Load per member today and under every candidate, the chosen candidate outlined."""
-    by_plan: dict[str, list[dict[str, Any]]] = {}
+    by_assignment: dict[str, list[dict[str, Any]]] = {}
     for r in report.members:
-        by_plan.setdefault(r["plan"], []).append(r)
+        by_assignment.setdefault(r["assignment"], []).append(r)
     data = []
-    for i, (plan, rows) in enumerate(by_plan.items()):
+    for i, (assignment, rows) in enumerate(by_assignment.items()):
         chosen = any(r["chosen"] for r in rows)
-        color = TODAY_COLOR if plan == TODAY else PALETTE[(i - 1) % len(PALETTE)]
+        color = TODAY_COLOR if assignment == TODAY else PALETTE[(i - 1) % len(PALETTE)]
         data.append(
             {
                 "type": "bar",
-                "name": escape(plan) + (" \u2605 chosen" if chosen else ""),
+                "name": escape(assignment) + (" \u2605 chosen" if chosen else ""),
                 "x": [_label(r["member"]) for r in rows],
                 "y": [r["load"] for r in rows],
                 "customdata": [r["partitions"] for r in rows],
                 "hovertemplate": "%{x}<br>load %{y:,.0f} over %{customdata} partitions<extra>"
-                + escape(plan)
+                + escape(assignment)
                 + "</extra>",
                 "marker": {
                     "color": color,
-                    "opacity": 1.0 if chosen or plan == TODAY else 0.55,
+                    "opacity": 1.0 if chosen or assignment == TODAY else 0.55,
                     "line": {"color": CHOSEN_OUTLINE, "width": 2 if chosen else 0},
                 },
             }

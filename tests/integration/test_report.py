@@ -160,7 +160,7 @@ def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built)
     assert sorted((m["partition"], m["member"]) for m in report.moves if m["member"]) == sorted(
         (r["partition"], r["member"]) for r in plans if r["moved"]
     )
-    after = [m for m in report.members if m["plan"] == chosen]
+    after = [m for m in report.members if m["assignment"] == chosen]
     assert all(m["chosen"] for m in after) and sum(m["partitions"] for m in after) == 10
     assert {m["member"]: m["load"] for m in after} == {
         m["member"]: sum(measured[r["partition"]] for r in plans if r["member"] == m["member"]) for m in after
