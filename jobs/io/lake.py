@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,7 @@ class Lake:
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
         return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
-    def read_arrow(self, name: str, filters: list[tuple[str, str, object]] | None = None) -> pa.Table:
+    def read_arrow(self, name: str, filters: Sequence[tuple[str, str, object]] | None = None) -> pa.Table:
         """The table's current snapshot as Arrow, optionally filtered by (column, "=" or "in", value) terms."""
         table = DeltaTable(self.path(name)).to_pyarrow_table().select(TABLES[name].schema.names)
         table = table.cast(TABLES[name].schema)
