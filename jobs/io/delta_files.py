@@ -42,12 +42,12 @@ def replace_generations(
     actions: list[AddAction | RemoveAction] = []
     now = int(time.time() * 1000)
     for name in _files_with_generations(table, generations.values()):
-        kept = _without(directory / name, generations)
-        if kept is None:
+        matching = _matching_rows(directory / name, generations)
+        if matching == 0:
             continue  # its id range overlaps, but it holds none of these generations
         actions.append(RemoveAction(name, True, now, os.path.getsize(directory / name)))
-        if kept.num_rows:
-            actions.append(add_action(directory, write_file(directory, kept.cast(schema))))
+        if matching < pq.read_metadata(directory / name).num_rows:
+            actions.append(add_action(directory, _rewrite_without(directory, name, generations, schema)))
     actions += [add_action(directory, name) for name in files]
     if actions:
         table.create_write_transaction(actions, "append", table.schema())
@@ -103,12 +103,29 @@ def _files_with_generations(table: DeltaTable, generation_ids: Iterable[int]) ->
     return files.column("path").filter(pa.array(unknown | overlaps)).to_pylist()
 
 
-def _without(path: Path, generations: Mapping[str, int]) -> pa.Table | None:
-    """The file's rows outside the generations; None when it holds none of them (nothing to rewrite)."""
-    keys = pq.read_table(path, columns=list(KEY))
-    wanted = pa.array([f"{g}\0{i}" for g, i in generations.items()], pa.string())
-    key = pc.binary_join_element_wise(keys.column("group_id"), pc.cast(keys.column("generation_id"), pa.string()), "\0")
-    mine = pc.is_in(key, value_set=wanted)
-    if not pc.any(mine).as_py():
-        return None
-    return pq.read_table(path).filter(pc.invert(mine))
+def _matching_rows(path: Path, generations: Mapping[str, int]) -> int:
+    """How many of the file's rows belong to the generations, read batch by batch (two columns)."""
+    return sum(int(pc.sum(_mine(batch, generations)).as_py() or 0) for batch in _batches(path, list(KEY)))
+
+
+def _rewrite_without(directory: Path, name: str, generations: Mapping[str, int], schema: pa.Schema) -> str:
+    """A new file holding the rows of `name` outside the generations, copied batch by batch; returns its name."""
+    kept = f"part-{uuid.uuid4().hex}.snappy.parquet"
+    with pq.ParquetWriter(directory / kept, schema) as writer:
+        for batch in _batches(directory / name, schema.names):
+            writer.write_batch(batch.filter(pc.invert(_mine(batch, generations))).cast(schema))
+    return kept
+
+
+def _batches(path: Path, columns: list[str]) -> Iterable[pa.RecordBatch]:
+    return pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=columns)
+
+
+def _mine(batch: pa.RecordBatch, generations: Mapping[str, int]) -> pa.Array:
+    """bool per row: its (group_id, generation_id) is one of the generations (groups matched once per distinct
+    name through a dictionary, not once per row)."""
+    groups = pc.dictionary_encode(batch.column("group_id"))
+    wanted = np.asarray([generations.get(g, -1) for g in groups.dictionary.to_pylist()], dtype=np.int64)
+    indices = groups.indices.to_numpy(zero_copy_only=False)
+    ids = batch.column("generation_id").to_numpy(zero_copy_only=False)
+    return pa.array(wanted[indices] == ids if len(wanted) else np.zeros(len(ids), dtype=bool))

