@@ -6,7 +6,8 @@
 
 Every member lists it first, so the broker elects `planned` (Kafka: ClassicGroup.selectProtocol, each member votes
 for its first protocol all members support). When this consumer is the group leader, `assign` serves the plan
-(`rebalance export`, re-read on every assignment so an operator can drop a newly approved plan in place) when:
+(`rebalance export`; a plan file is read again at an assignment whenever it changed, so an operator can drop a
+newly approved plan in place) when:
 
 1. the plan loads and checks (`jobs.apply.plan`),
 2. every planned topic has the partition count the plan was made for,
@@ -60,9 +61,10 @@ class PlannedAssignor(AbstractPartitionAssignor):
     ) -> None:
         self.fallback = fallback() if isinstance(fallback, type) else fallback
         self.version = self.fallback.version
-        # A document is checked once, here; a path is read at every assignment (it may be replaced meanwhile).
+        # A document is checked once, here; a file is read again whenever it changed since the last assignment.
         self._plan = parse_plan(dict(plan)) if isinstance(plan, Mapping) else None
         self._path = None if isinstance(plan, Mapping) else Path(plan)
+        self._read: tuple[tuple[int, int, int], Plan] | None = None  # (inode, mtime ns, size) -> the plan read
 
     def supported_protocols(self) -> list[Any]:
         return list(self.fallback.supported_protocols())
@@ -76,7 +78,7 @@ class PlannedAssignor(AbstractPartitionAssignor):
     def assign(self, cluster: Any, members: Sequence[Any]) -> dict[str, Any]:
         """The plan's assignment when the group matches it, else the fallback's (with one warning saying why)."""
         try:
-            plan = self._plan or load_plan(self._path)  # type: ignore[arg-type]
+            plan = self._plan or self._plan_file()
         except PlanError as e:
             log.warning("planned assignor: no plan served (%s); assigning with %s", e, self.fallback.name)
             return self.fallback.assign(cluster, members)
@@ -102,6 +104,18 @@ class PlannedAssignor(AbstractPartitionAssignor):
             f"; {withheld} partitions wait for their owners to revoke them (KIP-429)" if withheld else "",
         )
         return {member_id: self._encode(tps) for member_id, tps in assignment.items()}
+
+    def _plan_file(self) -> Plan:
+        """The plan file's plan, parsed again only when the file changed (a 100,000-partition plan takes seconds)."""
+        assert self._path is not None
+        try:
+            stat = self._path.stat()
+        except OSError as e:
+            raise PlanError(f"plan file {self._path}: {e.strerror or e}") from None
+        version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        if self._read is None or self._read[0] != version:
+            self._read = (version, load_plan(self._path))
+        return self._read[1]
 
     def _encode(self, tps: Sequence[TopicPartition]) -> ConsumerProtocolAssignment:
         by_topic: dict[str, list[int]] = {}

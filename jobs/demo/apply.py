@@ -10,6 +10,7 @@ group.instance.id), waits until the group runs the plan, pulls a snapshot and ve
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
@@ -92,16 +93,17 @@ class PlannedGroup:
         member.thread.start()
         return member
 
-    def stop(self, client_id: str) -> None:
-        """Stop one member: its thread closes the consumer, which leaves the group."""
-        member = self.members.pop(client_id)
-        member.stop.set()
-        if member.thread is not None:
-            member.thread.join(timeout=60)
+    def stop(self, *client_ids: str) -> None:
+        """Stop members together (all signalled, then awaited): each thread closes its consumer, leaving the group."""
+        members = [self.members.pop(client_id) for client_id in client_ids]
+        for member in members:
+            member.stop.set()
+        for member in members:
+            if member.thread is not None:
+                member.thread.join(timeout=60)
 
     def stop_all(self) -> None:
-        for client_id in list(self.members):
-            self.stop(client_id)
+        self.stop(*self.members)
 
     def assignments(self) -> dict[str, set[TopicPartition]]:
         """Each running member's assignment as its own client last reported it."""
@@ -249,6 +251,8 @@ def apply_demo(bootstrap: str, lake: str | os.PathLike[str], group_id: str = "bi
     ctx = RunContext.create(Config(lake=str(lake)), new_run_id("apply"), trigger="apply")
     generation = export.select_generation(ctx.lake, group_id)
     plan = export.plan_of(ctx.lake, generation)
+    if nameless := [m.member_id for m in plan.members.values() if not m.client_id]:
+        raise DemoClusterError(f"plan members {nameless} have no client id to restart them under")
     path = Path(ctx.lake.root) / "plans" / f"{group_id}.plan.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_plan(plan, path)
@@ -260,7 +264,7 @@ def apply_demo(bootstrap: str, lake: str | os.PathLike[str], group_id: str = "bi
         assignments = wait_converged(group, set(plan.owners()), planned_by_client(plan))
         converged_s = time.monotonic() - started
         docs = pull_snapshots(KafkaSettings(bootstrap), group_pattern=group_id)
-        ingest.run(ctx, documents=[RawDocument(f"kafka://{bootstrap}/{group_id}", "", doc=d) for d in docs])
+        ingest.run(ctx, documents=[RawDocument(f"kafka://{bootstrap}/{group_id}", json.dumps(d), doc=d) for d in docs])
         [result] = verify.run(ctx, group=group_id, snapshot_id=ctx.run_id)
     lines = [
         f"exported group {group_id} generation {plan.generation_id} ({plan.strategy}) -> {path}",

@@ -9,6 +9,7 @@ exported only by number.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
 
@@ -61,28 +62,48 @@ def what_if_snapshots(lake: Lake, group: str) -> set[str]:
 
 
 def plan_of(lake: Lake, generation: dict[str, Any]) -> Plan:
-    """The generation's chosen candidate as a checked Plan."""
+    """The generation's chosen candidate as a checked Plan (reads its snapshot, partition counts and plan rows)."""
+    group, snapshot_id = generation["group_id"], generation["snapshot_id"]
+    return build_plan(
+        generation,
+        lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id), ("group_id", "=", group)]).to_pylist(),
+        lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)]).to_pylist(),
+        lake.read_arrow(
+            "plans",
+            [
+                ("generation_id", "=", generation["generation_id"]),
+                ("group_id", "=", group),
+                ("strategy", "=", generation["chosen_strategy"]),
+            ],
+        ).to_pylist(),
+    )
+
+
+def build_plan(
+    generation: dict[str, Any],
+    snapshot_rows: Sequence[dict[str, Any]],
+    partition_rows: Sequence[dict[str, Any]],
+    plan_rows: Sequence[dict[str, Any]],
+) -> Plan:
+    """A generation's Plan from its snapshot's member rows, that snapshot's `topic_partitions` rows and the chosen
+    candidate's `plans` rows (callers may pass wider row sets: only the generation's own rows are used)."""
     group, gid, strategy = generation["group_id"], generation["generation_id"], generation["chosen_strategy"]
+    snapshot_id = generation["snapshot_id"]
     where = f"generation {gid} of group {group!r}"
     if not strategy:
         raise InputError(f"generation: {where} has no chosen candidate")
-    snapshot_id = generation["snapshot_id"]
     members = [
-        r
-        for r in lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id), ("group_id", "=", group)]).to_pylist()
-        if r["member_id"]
+        r for r in snapshot_rows if r["snapshot_id"] == snapshot_id and r["group_id"] == group and r["member_id"]
     ]
     subscribed = {t for m in members for t in m["topics"]}
     counts = {
         r["topic"]: r["partition_count"]
-        for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)]).to_pylist()
-        if r["topic"] in subscribed
+        for r in partition_rows
+        if r["snapshot_id"] == snapshot_id and r["topic"] in subscribed
     }
     assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
-    rows = lake.read_arrow(
-        "plans", [("generation_id", "=", gid), ("group_id", "=", group), ("strategy", "=", strategy)]
-    )
-    for r in sorted(rows.to_pylist(), key=lambda r: (r["topic"], r["partition"])):
+    mine = [r for r in plan_rows if (r["generation_id"], r["group_id"], r["strategy"]) == (gid, group, strategy)]
+    for r in sorted(mine, key=lambda r: (r["topic"], r["partition"])):
         if r["member"] not in assignment:
             raise InputError(
                 f"plans: {where} gives {r['topic']}-{r['partition']} to {r['member']!r}, "

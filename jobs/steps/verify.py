@@ -20,8 +20,8 @@ from typing import Any
 from jobs.apply.matching import LiveMember, describe, match_members
 from jobs.apply.plan import Plan
 from jobs.context import RunContext
-from jobs.io.lake import Lake, rows_table
-from jobs.steps.export import WAS_APPROVED, plan_of, what_if_snapshots
+from jobs.io.lake import rows_table
+from jobs.steps.export import WAS_APPROVED, build_plan
 from planner.errors import InputError
 
 
@@ -30,42 +30,60 @@ def run(
 ) -> list[dict[str, Any]]:
     """Verify the groups of snapshot `snapshot_id` (default: the run's; with `group`, that group's latest snapshot).
 
-    Groups with no plan in force are skipped, unless `group` names one: then that is an InputError.
+    Groups with no plan in force are skipped, unless `group` names one: then that is an InputError. Each table is
+    read once for all the groups.
     """
     lake = ctx.lake
     verified_at = verified_at or datetime.now(UTC)
     if group is None:
         snapshot_id = snapshot_id or ctx.run_id
-        rows = lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)]).to_pylist()
+        groups = sorted(set(lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)])["group_id"].to_pylist()))
     else:
-        rows = lake.read_arrow("snapshots", [("group_id", "=", group)]).to_pylist()
-        if not rows:
+        groups = [group]
+    history = lake.read_arrow("snapshots", [("group_id", "in", groups)]).to_pylist()
+    if group is not None:
+        if not history:
             raise InputError(f"group: no snapshot of group {group!r} in the lake")
-        snapshot_id = snapshot_id or max((r["captured_at"], r["snapshot_id"]) for r in rows)[1]
-    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
+        snapshot_id = snapshot_id or max((r["captured_at"], r["snapshot_id"]) for r in history)[1]
+    now: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in history:
         if r["snapshot_id"] == snapshot_id:
-            by_group[r["group_id"]].append(r)
-    if group is not None and not by_group:
+            now[r["group_id"]].append(r)
+    if group is not None and not now:
         raise InputError(f"snapshot: group {group!r} is not in snapshot {snapshot_id!r}")
+    scenarios = {r["snapshot_id"] for r in history if r["source"] == "what-if"}
+    generations = lake.read_arrow("generations", [("group_id", "in", list(now))]).to_pylist()
+    in_force = {}
+    for group_id, rows in now.items():
+        generation = plan_in_force(
+            [g for g in generations if g["group_id"] == group_id], scenarios, snapshot_id, rows[0]["captured_at"]
+        )
+        if generation is not None:
+            in_force[group_id] = generation
+        elif group is not None:
+            raise InputError(
+                f"group: no approved plan of group {group!r} older than snapshot {snapshot_id!r} to verify"
+            )
+    if not in_force:
+        return []
+    plans = lake.read_arrow("plans", [("generation_id", "in", sorted({g["generation_id"] for g in in_force.values()}))])
+    counts = lake.read_arrow(
+        "topic_partitions", [("snapshot_id", "in", sorted({g["snapshot_id"] for g in in_force.values()}))]
+    )
+    plan_rows, count_rows = plans.to_pylist(), counts.to_pylist()
     results = []
-    for group_id, group_rows in sorted(by_group.items()):
-        generation = plan_in_force(lake, group_id, snapshot_id, min(r["captured_at"] for r in group_rows))
-        if generation is None:
-            if group is not None:
-                raise InputError(
-                    f"group: no approved plan of group {group!r} older than snapshot {snapshot_id!r} to verify"
-                )
-            continue
-        result = {
-            "group_id": group_id,
-            "generation_id": generation["generation_id"],
-            "strategy": generation["chosen_strategy"],
-            **compare(plan_of(lake, generation), [r for r in group_rows if r["member_id"]]),
-            "snapshot_id": snapshot_id,
-            "state": group_rows[0]["state"],
-        }
-        results.append(result)
+    for group_id, generation in sorted(in_force.items()):
+        plan = build_plan(generation, history, count_rows, plan_rows)
+        results.append(
+            {
+                "group_id": group_id,
+                "generation_id": generation["generation_id"],
+                "strategy": generation["chosen_strategy"],
+                **compare(plan, [r for r in now[group_id] if r["member_id"]]),
+                "snapshot_id": snapshot_id,
+                "state": now[group_id][0]["state"],
+            }
+        )
     detail_keys = ("snapshot_id", "state", "partitions", "unknown_members", "missing_members", "differing")
     with lake.lock():
         lake.update(
@@ -88,12 +106,13 @@ def run(
     return results
 
 
-def plan_in_force(lake: Lake, group: str, snapshot_id: str, captured_at: datetime) -> dict[str, Any] | None:
-    """The latest approved-at-some-time generation of the group's live snapshots, planned before `captured_at`."""
-    scenarios = what_if_snapshots(lake, group)
+def plan_in_force(
+    generations: Sequence[dict[str, Any]], scenarios: set[str], snapshot_id: str, captured_at: datetime
+) -> dict[str, Any] | None:
+    """The latest generation approved at some time, planned from another live snapshot before `captured_at`."""
     candidates = [
         g
-        for g in lake.read_arrow("generations", [("group_id", "=", group)]).to_pylist()
+        for g in generations
         if g["status"] in WAS_APPROVED
         and g["snapshot_id"] != snapshot_id
         and g["snapshot_id"] not in scenarios
