@@ -93,8 +93,8 @@ class PlannedAssignor(AbstractPartitionAssignor):
                 self.fallback.name,
             )
             return self.fallback.assign(cluster, members)
-        assignment = {m.member_id: plan.members[match.planned[m.member_id]].assignment for m in members}
-        assignment, withheld = withhold_owned(assignment, owned_partitions(members))
+        planned = {m.member_id: plan.members[match.planned[m.member_id]].assignment for m in members}
+        assignment, withheld = withhold_owned(planned, owned_partitions(members))
         log.info(
             "planned assignor: serving plan of group %r generation %d (%s) to %d members%s",
             plan.group_id,
