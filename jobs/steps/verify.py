@@ -38,10 +38,9 @@ def run(
     if group is None:
         snapshot_id = snapshot_id or ctx.run_id
         groups = sorted(set(lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)])["group_id"].to_pylist()))
+        history = lake.read_arrow("snapshots", [("group_id", "in", groups)]).to_pylist()
     else:
-        groups = [group]
-    history = lake.read_arrow("snapshots", [("group_id", "in", groups)]).to_pylist()
-    if group is not None:
+        history = lake.read_arrow("snapshots", [("group_id", "in", [group])]).to_pylist()
         if not history:
             raise InputError(f"group: no snapshot of group {group!r} in the lake")
         snapshot_id = snapshot_id or max((r["captured_at"], r["snapshot_id"]) for r in history)[1]
