@@ -154,7 +154,8 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
     )
     held_by, held = _pairs(_array(members, "assignment"), topics, topic_start)
     current = np.full(int(topic_start[-1]), -1, dtype=np.int32)
-    current[held] = held_by
+    held, first = np.unique(held, return_index=True)  # listed twice (input the rules reject): the first member's
+    current[held] = held_by[first]
     spec = GroupSpec(
         topics=topics,
         topic_start=_frozen(topic_start),
@@ -215,7 +216,9 @@ def _flatten(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
 def _split(member: np.ndarray, topic: np.ndarray, members: int, topics: int) -> list[np.ndarray]:
     """Each member's sorted, distinct topic ids from (member, topic id) pairs."""
     key = np.sort(member.astype(np.int64) * max(topics, 1) + topic)
-    key = key[np.concatenate([[True], key[1:] != key[:-1]])]  # np.unique hashes: ~20x slower on 1M keys
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] != key[:-1]  # sorted, then deduplicated: np.unique hashes, ~20x slower on 1M keys
+    key = key[first]
     owner, ids = key // max(topics, 1), (key % max(topics, 1)).astype(np.int32)
     bounds = np.searchsorted(owner, np.arange(members + 1))
     return [ids[bounds[m] : bounds[m + 1]] for m in range(members)]

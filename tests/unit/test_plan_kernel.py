@@ -1,0 +1,117 @@
+"""The plan kernel's pure parts: groups built from Arrow rows equal the planner's own parse, and load choice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.io.lake import rows_table
+from jobs.kernels.loads import choose
+from jobs.kernels.plan import group_rows, group_spec
+from jobs.steps.ingest import _member_rows
+from planner.group import from_snapshot, java_key, parse_group
+
+T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+NAMES = ["a", "B", "b", "é", "\U0001d518", "ab", "Z9"]  # Java orders "\U0001d518" (surrogates) before "é"
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict:
+    """Snapshot documents, valid or not as the rules go: unknown topics, partitions out of range, repeated
+    claims, classic or KIP-848 consumer groups with or without a target assignment."""
+    topics = draw(st.dictionaries(st.sampled_from(NAMES), st.integers(1, 4), min_size=1, max_size=4))
+    names = [*topics, "gone"]
+    pair = st.tuples(st.sampled_from(names), st.integers(-1, 5)).map(list)
+    members = []
+    for member_id in draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=5, unique=True)):
+        member = {
+            "member_id": member_id,
+            "topics": draw(st.lists(st.sampled_from(names), max_size=4)),
+            "owned": draw(st.lists(pair, max_size=6)),
+            "assignment": draw(st.lists(pair, max_size=6)),
+            "group_instance_id": draw(st.none() | st.just(f"static-{member_id}")),
+            "rack": draw(st.none() | st.sampled_from(["az1", "az2"])),
+        }
+        if draw(st.booleans()):
+            member["target_assignment"] = draw(st.lists(pair, max_size=6))
+        members.append(member)
+    return {
+        "group_id": "g",
+        "group_type": draw(st.sampled_from(["classic", "consumer"])),
+        "generation": draw(st.none() | st.integers(0, 9)),
+        "topics": topics,
+        "members": members,
+    }
+
+
+def member_table(doc: dict) -> pa.Table:
+    """The document's rows as the plan step reads them from `snapshots` (written by ingest's own mapping)."""
+    return rows_table("snapshots", _member_rows(doc, "s1", T0, "file"))
+
+
+@settings(deadline=None)
+@given(documents())
+def test_a_group_built_from_arrow_rows_is_the_planners_own_parse(doc):
+    spec, current = group_spec(member_table(doc), doc["topics"])
+    # The snapshot tables keep each topic's count per snapshot, not per group: a group is planned over the topics
+    # its members subscribe to (the others hold nothing any assignor may give out).
+    compact = from_snapshot(doc)
+    subscribed = {t for m in doc["members"] for t in m["topics"]}
+    expected = parse_group(compact | {"topics": {t: n for t, n in compact["topics"].items() if t in subscribed}})
+    for field in ("topics", "members", "unknown_topics", "group_instance_ids", "racks"):
+        assert getattr(spec, field) == getattr(expected, field), field
+    for field in ("topic_start", "generations", "claim_member", "claim_partition"):
+        assert np.array_equal(getattr(spec, field), getattr(expected, field)), field
+    assert [s.tolist() for s in spec.subscriptions] == [s.tolist() for s in expected.subscriptions]
+    assigned: dict[int, str] = {}  # a partition two members list (input the rules reject) is the first one's
+    for m in sorted(doc["members"], key=lambda m: java_key(m["member_id"])):
+        for t, p in m["assignment"]:
+            if t in spec.topics and 0 <= p < doc["topics"][t]:
+                assigned.setdefault(int(expected.topic_start[spec.topics.index(t)]) + p, m["member_id"])
+    assert {p: spec.members[m] for p, m in enumerate(current) if m >= 0} == assigned
+
+
+def test_rows_sorted_by_group_come_back_one_table_per_group_across_batches():
+    ids = ["a", "a", "b", "b", "b", "c"]
+    batches = [pa.record_batch({"group_id": ids[i : i + 2], "n": list(range(i, i + 2))}) for i in range(0, 6, 2)]
+    groups = [t.to_pydict() for t in group_rows(iter(batches))]
+    assert groups == [
+        {"group_id": ["a", "a"], "n": [0, 1]},
+        {"group_id": ["b", "b", "b"], "n": [2, 3, 4]},
+        {"group_id": ["c"], "n": [5]},
+    ]
+
+
+def measured(*pairs: tuple[str, list[int], list[float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    return {s: (np.asarray(p), np.asarray(v, dtype=np.float64)) for s, p, v in pairs}
+
+
+def test_auto_takes_the_first_measure_that_carries_load():
+    both = measured(("lag", [0, 1], [5.0, 7.0]), ("throughput", [0, 1], [0.0, 0.0]), ("messages", [0], [0.0]))
+    loads = choose("auto", both, 2, has_previous=True)
+    assert loads.label == "lag" and loads.values.tolist() == [5.0, 7.0] and loads.sources.tolist() == ["lag", "lag"]
+    nothing = choose("auto", measured(("lag", [0, 1], [0.0, 0.0])), 2, has_previous=True)
+    assert nothing.label == "uniform (no key samples, no end-offset growth since the previous snapshot, no lag)"
+    assert nothing.values.tolist() == [1.0, 1.0] and nothing.sources.tolist() == ["uniform", "uniform"]
+
+
+def test_unmeasured_and_unreadable_partitions_get_the_groups_mean():
+    rates = measured(("throughput", [0, 2, 3, 9], [4.0, -3.0, 8.0, 100.0]))  # -3: offsets reset; 9: no such one
+    loads = choose("throughput", rates, 4, has_previous=True)
+    assert loads.values.tolist() == [4.0, 6.0, 6.0, 8.0]
+    assert loads.sources.tolist() == ["throughput", "mean", "mean", "throughput"]
+    assert loads.label == "throughput (2 of 4 partitions unmeasured: the group's mean)"
+
+
+@pytest.mark.parametrize(
+    ("mode", "label"),
+    [("bytes", "uniform (no key samples)"), ("throughput", "uniform (no previous snapshot)"), ("uniform", "uniform")],
+)
+def test_a_configured_measure_never_falls_through_to_another(mode, label):
+    loads = choose(mode, measured(("lag", [0], [3.0]), ("messages", [0], [2.0])), 1, has_previous=False)
+    assert loads.label == label and loads.values.tolist() == [1.0]
