@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
+
 from jobs.apply.plan import Plan, TopicPartition, write_plan
 from jobs.apply.planned_assignor import PlannedAssignor
 from jobs.demo.cluster import DemoClusterError
@@ -27,7 +29,7 @@ from jobs.demo.cluster import DemoClusterError
 OwnershipEvent = tuple[float, str, str, frozenset[TopicPartition]]
 
 
-def kafka_assignor(strategy: str) -> type:
+def kafka_assignor(strategy: str) -> type[AbstractPartitionAssignor]:
     """kafka-python's assignor class for a Kafka strategy name (the fallback a restarted member keeps)."""
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -64,7 +66,7 @@ class PlannedGroup:
     bootstrap: str
     group_id: str
     plan: Mapping[str, Any] | str | os.PathLike[str]
-    fallback: type
+    fallback: type[AbstractPartitionAssignor]
     members: dict[str, PlannedMember] = field(default_factory=dict)
     events: list[OwnershipEvent] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -148,7 +150,7 @@ def planned_group(
     bootstrap: str,
     group_id: str,
     plan: Mapping[str, Any] | str | os.PathLike[str],
-    fallback: type,
+    fallback: type[AbstractPartitionAssignor],
 ) -> Iterator[PlannedGroup]:
     """A PlannedGroup whose members are all stopped (by their own threads) on exit."""
     group = PlannedGroup(bootstrap, group_id, plan, fallback)
