@@ -63,11 +63,11 @@ def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, old in before.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 def allocate_generations(
