@@ -12,19 +12,20 @@ from jobs.io.lake import Lake, rows_table
 from jobs.steps.snapshot_docs import run_generations, snapshot_documents
 from planner.errors import InputError
 from planner.group_protocol import group_type
-from planner.migration import DEFAULT_MAX_SIZE, DEFAULT_POLICY, Readiness, readiness
+from planner.migration import DEFAULT_MAX_SIZE, DEFAULT_POLICY, Policy, Readiness, readiness
 
 POLICY_VARIABLE = "REBALANCE_MIGRATION_POLICY"  # the brokers' group.consumer.migration.policy
 MAX_SIZE_VARIABLE = "REBALANCE_CONSUMER_GROUP_MAX_SIZE"  # the brokers' group.consumer.max.size
-POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+POLICIES: tuple[Policy, ...] = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
-def broker_settings(environ: Mapping[str, str] | None = None) -> tuple[str, int]:
+def broker_settings(environ: Mapping[str, str] | None = None) -> tuple[Policy, int]:
     """The brokers' migration policy and consumer group size limit, from the environment (Kafka's defaults)."""
     environ = os.environ if environ is None else environ
-    policy = (environ.get(POLICY_VARIABLE) or DEFAULT_POLICY).strip().lower()
-    if policy not in POLICIES:
-        raise InputError(f"{POLICY_VARIABLE}: {policy!r} is not one of {', '.join(POLICIES)}")
+    given = (environ.get(POLICY_VARIABLE) or DEFAULT_POLICY).strip().lower()
+    policy = next((p for p in POLICIES if p == given), None)
+    if policy is None:
+        raise InputError(f"{POLICY_VARIABLE}: {given!r} is not one of {', '.join(POLICIES)}")
     size = (environ.get(MAX_SIZE_VARIABLE) or str(DEFAULT_MAX_SIZE)).strip()
     if not (size.isascii() and size.isdigit() and 0 < int(size) <= DEFAULT_MAX_SIZE):
         raise InputError(f"{MAX_SIZE_VARIABLE}: must be an integer from 1 to {DEFAULT_MAX_SIZE}, got {size!r}")
@@ -39,7 +40,7 @@ def run(ctx: RunContext) -> dict[str, bool]:
     for group_id, doc in snapshot_documents(ctx.lake, ctx.run_id, set(generations)).items():
         if group_type(doc) != "classic":
             continue
-        r = readiness(doc, policy=policy, max_size=max_size)  # type: ignore[arg-type]
+        r = readiness(doc, policy=policy, max_size=max_size)
         rows.append(_row(r, generations[group_id], ctx.run_id))
         out[group_id] = r.ready
     ctx.lake.merge("migration_readiness", rows_table("migration_readiness", rows))
