@@ -201,10 +201,11 @@ def has_delta_connector(spark: SparkSession) -> bool:
 
     Over Spark Connect the client cannot look inside the server's JVM, so the lake's own reader is used.
     """
-    if is_connect(spark):
+    jvm = None if is_connect(spark) else spark.sparkContext._jvm
+    if jvm is None:
         return False
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
+        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
     except Exception:
         return False
     return True
