@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
 from deltalake import DeltaTable, write_deltalake
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError
@@ -112,8 +113,14 @@ class Lake:
         return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
     def read_arrow(self, name: str, filters: Sequence[tuple[str, str, object]] | None = None) -> pa.Table:
-        """The table's current snapshot as Arrow, optionally filtered by (column, "=" or "in", value) terms."""
-        table = DeltaTable(self.path(name)).to_pyarrow_table().select(TABLES[name].schema.names)
+        """The table's current snapshot as Arrow, optionally filtered by (column, "=" or "in", value) terms.
+
+        Read through Arrow's own local file system: delta-rs's default (a Python file handler) gives Arrow's IO
+        threads Python buffers, and one released by such a thread while the interpreter exits aborts the process
+        ("terminate called without an active exception") after the command has done its work.
+        """
+        local = pa_fs.SubTreeFileSystem(str(self.path(name)), pa_fs.LocalFileSystem())
+        table = DeltaTable(self.path(name)).to_pyarrow_table(filesystem=local).select(TABLES[name].schema.names)
         table = table.cast(TABLES[name].schema)
         for column, op, value in filters or []:
             table = table.filter(_term(column, op, value))
