@@ -78,15 +78,28 @@ def step_task(name: str, declared: Mapping[str, Any], first: bool) -> Any:
     rule = TriggerRule.ALL_DONE if name in RUNS_ALWAYS else TriggerRule.ALL_SUCCESS
 
     @task(task_id=name, trigger_rule=rule)
-    def step(params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None) -> Any:
+    def step(
+        params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None, ti: Any = None
+    ) -> Any:
         if first:
             refuse_unknown(params or {}, declared)
         result = _run_step(name, params or {}, run_id, dag_run)
         if isinstance(result, dict) and result.get("alarms"):
             raise AirflowFailException(f"{len(result['alarms'])} alarm(s): " + "; ".join(result["alarms"]))
+        if name in RUNS_ALWAYS and (failed := failed_tasks(ti, str(run_id))):
+            # This task runs whatever happened before it; as the DAG's last task it must not turn a failed
+            # run into a successful one (Airflow sets the run's state from its leaf tasks).
+            raise AirflowFailException(f"earlier tasks failed: {', '.join(failed)}")
         return result
 
     return step
+
+
+def failed_tasks(ti: Any, run_id: str) -> list[str]:
+    """The tasks of this run that failed or could not run because an upstream task failed."""
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id])
+    per_task = states.get(run_id, states)
+    return sorted(t for t, state in per_task.items() if str(state) in ("failed", "upstream_failed"))
 
 
 def review_tasks() -> list[Any]:
