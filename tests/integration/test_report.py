@@ -76,7 +76,9 @@ def built(spark, tmp_path_factory) -> tuple[Lake, Path]:
         for i, k in enumerate(keys)
     ]
     lake.merge("key_samples", rows_table("key_samples", samples))
-    config = Config(lake=str(lake.root), snapshots=str(files), what_if="12,16")
+    # One cooperative candidate: its moves are what the page shows in two rounds (revoke, then assign).
+    strategies = ("cooperative-sticky",)
+    config = Config(lake=str(lake.root), snapshots=str(files), what_if="12,16", strategies=strategies)
     pipeline.run(config, "run-1", spark=spark)
     # run-2: the same groups, with one inventory partition dropped from every candidate before the gate.
     ctx = RunContext.create(config, "run-2", trigger="scheduled", spark=spark)
@@ -170,7 +172,7 @@ def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built)
 
     payments = collect(lake.read_arrow, "payments", 1)  # cooperative-sticky: revoke first, assign next round
     assert payments.chosen_strategy == "cooperative-sticky"
-    assert {p["source"] for p in payments.partitions} == {"uniform"}
+    assert {p["source"] for p in payments.partitions} == {"plan weight"}  # the plan step's own loads
     revoked = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 1]
     assigned = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 2]
     assert revoked and [("assign", *m[1:]) for m in revoked] == assigned
@@ -233,7 +235,10 @@ def test_columns_other_engineers_add_are_shown_and_missing_ones_skipped(built):
         return table
 
     report = collect(read, "payments", 1)
-    assert report.extras == {"migration_readiness": "ready", "approval": {"by": "ops <on-call>", "at": "2026-11-21"}}
+    assert {k: report.extras.get(k) for k in extra} == {
+        "migration_readiness": "ready",
+        "approval": {"by": "ops <on-call>", "at": "2026-11-21"},
+    }
     assert report.changes == {"members": {"added": ["c-9"]}}
     assert {p["source"] for p in report.partitions} == {"uniform"} and {m["today"] for m in report.lag} == {0}
     assert {m["action"] for m in report.moves} == {"move"}  # without phases every move is shown in one round
