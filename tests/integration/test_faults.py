@@ -47,7 +47,9 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {**env, "REBALANCE_SPARK_MASTER": "local[1]", "PYTHONPATH": str(ROOT), **extra}
 
 
-def rebalance(*args: str | Path, env: dict[str, str] | None = None, fault: tuple[str, str] | None = None):
+def rebalance(
+    *args: str | Path, env: dict[str, str] | None = None, fault: tuple[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `rebalance ARGS` as its own process (through `fault_runner.py` when a fault is given)."""
     entry = [str(RUNNER), *fault] if fault else ["-m", "jobs.cli"]
     return subprocess.run(
@@ -143,6 +145,7 @@ def test_a_run_killed_at_each_step_reruns_to_the_same_rows(tmp_path: Path) -> No
     assert finished.returncode == 0, finished.stderr[-3000:]
 
     reference = Lake(tmp_path / "reference")
+    ingest_only(reference, "earlier")  # the same history, so what changed since the earlier snapshot compares too
     clean = rebalance(*run_args(reference.root, "k"))
     assert clean.returncode == 0, clean.stderr[-3000:]
     rows, expected = run_rows(lake, "k"), run_rows(reference, "k")
