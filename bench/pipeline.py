@@ -2,8 +2,9 @@
 partitions x 2,000 members, each from snapshot files in a temporary directory.
 
 Each case runs the real command in a subprocess with Spark's default driver memory (no spark.driver.memory set)
-and samples the resident memory of the whole process tree (the CLI, Spark's driver JVM, its Python workers)
-every 50 ms. Prints wall time, peak RSS of the tree and the command's exit code.
+and samples the whole process tree (the CLI, Spark's driver JVM, its Python workers) every 50 ms. Prints wall
+time, CPU time of the tree (user + system: on a shared machine wall time includes waiting for a core, so the
+load average is printed too), peak RSS of the tree and the command's exit code.
 Run: `python bench/pipeline.py [--case groups|large|all] [--groups N] [--topics T --partitions P --members M]`.
 """
 
@@ -112,29 +113,39 @@ def large_group(path: Path, topics: int, partitions: int, members: int, captured
     path.write_text(json.dumps(doc, separators=(",", ":")))
 
 
-def tree_rss(root: psutil.Process) -> int:
-    """Resident bytes of a process and all its descendants (processes that end while sampled count as 0)."""
+def sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
+    """Resident bytes of a process and all its descendants now; records each one's CPU seconds so far in `cpu`
+    (processes that end between samples count as they were last seen)."""
     total = 0
-    for proc in [root, *root.children(recursive=True)]:
+    try:
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:  # the command ended
+        return 0
+    for proc in tree:
         try:
-            total += proc.memory_info().rss
+            with proc.oneshot():
+                total += proc.memory_info().rss
+                times = proc.cpu_times()
+                cpu[proc.pid] = times.user + times.system
         except psutil.Error:
             pass
     return total
 
 
-def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
-    """Run a command; returns (wall seconds, peak RSS of its process tree, exit code, last lines of output)."""
+def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, float, int, str]:
+    """Run a command; returns (wall seconds, peak RSS of its process tree, CPU seconds of the tree, exit code,
+    last lines of output). CPU time is the figure to compare on a shared machine: wall time includes waiting."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     root = psutil.Process(proc.pid)
     peak = 0
+    cpu: dict[int, float] = {}
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, tree_rss(root))
+            peak = max(peak, sample_tree(root, cpu))
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -143,10 +154,10 @@ def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int,
     wall = time.perf_counter() - start
     done.set()
     sampler.join()
-    return wall, peak, proc.returncode, "\n".join(output.strip().splitlines()[-8:])
+    return wall, peak, sum(cpu.values()), proc.returncode, "\n".join(output.strip().splitlines()[-8:])
 
 
-def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> tuple[float, int, int, str]:
+def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> tuple[float, int, float, int, str]:
     """`rebalance run` as a user starts it, with Spark's default driver memory."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REBALANCE_")}
     env |= {"REBALANCE_LAKE": str(lake), "REBALANCE_REPORTS": str(lake / "reports")}
@@ -154,9 +165,13 @@ def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> 
     return run_measured(command + (["--strategies", strategies] if strategies else []), env)
 
 
-def report(case: str, figures: tuple[float, int, int, str]) -> None:
-    wall, peak, code, tail = figures
-    print(f"{case:<44} wall {wall:7.1f} s   peak RSS (tree) {peak / 2**30:5.2f} GB   exit {code}")
+def report(case: str, figures: tuple[float, int, float, int, str]) -> None:
+    wall, peak, cpu, code, tail = figures
+    load = os.getloadavg()[0]
+    print(
+        f"{case:<48} wall {wall:6.1f} s  CPU {cpu:6.1f} s  peak RSS (tree) {peak / 2**30:4.2f} GB  exit {code}"
+        f"  (load avg {load:.1f})"
+    )
     if code not in (0, 1):
         print("  " + tail.replace("\n", "\n  "))
 

@@ -215,46 +215,6 @@ PLAN_DIFFS = table(
     "each candidate against today's assignment, per member: partitions gained and lost",
 )
 
-MOVE = pa.struct(
-    [("topic", pa.string()), ("partition", pa.int32()), ("from_member", pa.string()), ("to_member", pa.string())]
-)
-
-MIGRATION_READINESS = table(
-    "migration_readiness",
-    ("generation_id", "group_id"),
-    [
-        ("generation_id", pa.int64()),
-        ("group_id", pa.string()),
-        ("snapshot_id", pa.string()),
-        ("client_assignor", pa.string()),
-        ("server_assignor", pa.string()),
-        ("ready", pa.bool_()),
-        ("blockers", pa.list_(pa.string())),
-        ("warnings", pa.list_(pa.string())),
-        ("partitions", pa.int32()),
-        ("partitions_moved", pa.int32()),
-        ("moves", pa.list_(MOVE)),
-    ],
-    "what would change if a classic group moved to group.protocol=consumer (KIP-848): the server assignor it gets, "
-    "what blocks the online upgrade, warnings, and the partitions the server assignor would move",
-)
-
-PLAN_DIFFS = table(
-    "plan_diffs",
-    ("generation_id", "group_id", "strategy", "member"),
-    [
-        ("generation_id", pa.int64()),
-        ("group_id", pa.string()),
-        ("strategy", pa.string()),
-        ("member", pa.string()),
-        ("partitions_before", pa.int32()),
-        ("partitions_after", pa.int32()),
-        ("gained", pa.list_(TOPIC_PARTITION)),
-        ("lost", pa.list_(TOPIC_PARTITION)),
-    ],
-    "each candidate against today's assignment, per member: partitions gained and lost",
-)
-
 PARTITION_LOADS = table(
     "partition_loads",
     ("generation_id", "group_id", "topic", "partition"),

@@ -119,7 +119,7 @@ def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> 
     measured = rows.filter(is_load)
     loads = choose(
         load_source,
-        measurements(measured, spec),
+        measured_loads(measured, spec),
         spec.num_partitions,
         has_previous=members.column("previous_snapshot").null_count < members.num_rows,
     )
@@ -193,14 +193,26 @@ def _pairs(
     """(member row, partition id) of each (topic, partition) in a list column that names an existing partition
     ("filter out any topics that no longer exist", AbstractStickyAssignor), from the rows where `keep`."""
     flat, parent = _flatten(column)
-    topic_id = pc.index_in(flat.field("topic"), value_set=pa.array(topics, pa.string()))
-    t = pc.fill_null(topic_id, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    p = pc.fill_null(flat.field("partition"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    count = np.diff(topic_start)
-    valid = (t >= 0) & (p >= 0) & (p < count[np.maximum(t, 0)] if len(count) else False)
+    part = partition_ids(flat.field("topic"), flat.field("partition"), topics, topic_start)
+    valid = part >= 0
     if keep is not None:
         valid &= keep[parent]
-    return parent[valid], topic_start[t[valid]] + p[valid]
+    return parent[valid], part[valid]
+
+
+def partition_ids(
+    topic: pa.Array | pa.ChunkedArray,
+    partition: pa.Array | pa.ChunkedArray,
+    topics: Sequence[str],
+    topic_start: np.ndarray,
+) -> np.ndarray:
+    """int64 partition id of each (topic, partition) pair; -1 where the topic or the partition does not exist."""
+    t = pc.fill_null(pc.index_in(topic, value_set=pa.array(topics, pa.string())), -1)
+    t = t.to_numpy(zero_copy_only=False).astype(np.int64)
+    p = pc.fill_null(partition, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    count = np.diff(topic_start)[np.maximum(t, 0)] if len(topics) else np.zeros(len(t), dtype=np.int64)
+    valid = (t >= 0) & (p >= 0) & (p < count)
+    return np.where(valid, topic_start[np.maximum(t, 0)] + p, -1)
 
 
 def _array(table: pa.Table, column: str) -> pa.Array:
@@ -224,17 +236,15 @@ def _split(member: np.ndarray, topic: np.ndarray, members: int, topics: int) -> 
     return [ids[bounds[m] : bounds[m + 1]] for m in range(members)]
 
 
-def measurements(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Load measurements by source: (partition ids, values) of the rows naming a partition of the group."""
-    topic_id = pc.index_in(rows.column("topic"), value_set=pa.array(spec.topics, pa.string()))
-    t = pc.fill_null(topic_id, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    p = pc.fill_null(rows.column("partition"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    counts = spec.partition_counts
-    valid = (t >= 0) & (p >= 0) & (p < counts[np.maximum(t, 0)] if len(counts) else False)
-    part = np.where(valid, spec.topic_start[np.maximum(t, 0)] + p, -1)
+def measured_loads(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Load measurements by source: (partition ids, values), -1 for a partition the group does not have."""
+    part = partition_ids(rows.column("topic"), rows.column("partition"), spec.topics, spec.topic_start)
     value = pc.fill_null(rows.column("value"), np.nan).to_numpy(zero_copy_only=False)
-    source = rows.column("source").to_numpy(zero_copy_only=False)
-    return {s: (part[source == s], value[source == s]) for s in set(source.tolist())}
+    out = {}
+    for source in pc.unique(rows.column("source")).to_pylist():
+        mine = pc.equal(rows.column("source"), source).to_numpy(zero_copy_only=False)
+        out[source] = (part[mine], value[mine])
+    return out
 
 
 def load_rows(group: Group) -> pa.Table:
