@@ -59,6 +59,21 @@ class AirflowServer:
             if proc.poll() is not None:
                 raise RuntimeError(f"Airflow {name} exited with {proc.returncode}:\n{_tail(self.home / f'{name}.log')}")
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> str:
+        """One attempt's log of a task instance, through the REST API."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}"
+        return self.api.get(path, headers={"Accept": "application/json"}).raise_for_status().text
+
+    def failures(self, run: Mapping[str, Any]) -> str:
+        """The run's failed tasks with the tail of each one's log: the message of a failed success assertion."""
+        dag_id, run_id = run["dag_id"], run["dag_run_id"]
+        tasks = self.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").raise_for_status().json()
+        failed = [t for t in tasks["task_instances"] if t["state"] == "failed"]
+        return "\n".join(
+            f"{t['task_id']}: {self.task_log(dag_id, run_id, t['task_id'], max(t['try_number'], 1))[-3000:]}"
+            for t in failed
+        ) or str(run["state"])
+
     def listening(self) -> set[tuple[str, int]]:
         """The (address, port) pairs on which any process of the deployment (children included) listens."""
         found = set()

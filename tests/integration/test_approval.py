@@ -401,7 +401,7 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
                 f"\n{dag_id} under the scheduler: trigger -> awaiting input {asked - triggered:.1f} s, "
                 f"answer -> {run['state']} {time.monotonic() - asked:.1f} s (2 s polls)"
             )
-        assert run["state"] == "success"
+        assert run["state"] == "success", server.failures(run)
     approved = generation(lake, "payments", 2)
     assert (approved["status"], approved["review_comment"]) == (S.APPROVED, "one more member, fine")
     assert approved["reviewed_by"] == response.json()["responded_by"]["name"]

@@ -86,19 +86,6 @@ def _wait_for_run(server: AirflowServer, dag_id: str, run_id: str, listeners: se
     return server.wait_for(f"the end of {dag_id} run {run_id}", finished, RUN_TIMEOUT, every=2.0)
 
 
-def _task_log(server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> str:
-    path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1"
-    return server.api.get(path, headers={"Accept": "application/json"}).raise_for_status().text
-
-
-def _failures(server: AirflowServer, run: dict[str, Any]) -> str:
-    """The run's failed tasks with the tail of each one's log: the message of a failed success assertion."""
-    dag_id, run_id = run["dag_id"], run["dag_run_id"]
-    tasks = server.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").raise_for_status().json()
-    failed = [t["task_id"] for t in tasks["task_instances"] if t["state"] == "failed"]
-    return "\n".join(f"{t}: {_task_log(server, dag_id, run_id, t)[-3000:]}" for t in failed) or run["state"]
-
-
 def _generations(lake: Path, run_id: str) -> list[dict[str, Any]]:
     rows = DeltaTable(str(lake / "generations")).to_pyarrow_table().to_pylist()
     return sorted((g for g in rows if g["run_id"] == run_id), key=lambda g: g["group_id"])
@@ -112,7 +99,7 @@ def _wall_seconds(run: dict[str, Any]) -> float:
 
 
 def test_a_scheduled_nightly_run_is_recorded_as_scheduled(server, scheduled_run, lake):
-    assert scheduled_run["state"] == "success", _failures(server, scheduled_run)
+    assert scheduled_run["state"] == "success", server.failures(scheduled_run)
     generations = _generations(lake, scheduled_run["dag_run_id"])
     assert [g["group_id"] for g in generations] == DEMO_GROUPS
     assert {g["trigger"] for g in generations} == {"scheduled"}
@@ -125,7 +112,7 @@ def test_a_triggered_nightly_run_is_manual_with_the_chosen_strategies(server, sc
     run = _wait_for_run(server, NIGHTLY, response.json()["dag_run_id"], listeners)
     with capsys.disabled():
         print(f"\n{NIGHTLY} wall time, queued -> {run['state']}: {_wall_seconds(run):.1f} s")
-    assert run["state"] == "success", _failures(server, run)
+    assert run["state"] == "success", server.failures(run)
     generations = _generations(lake, run["dag_run_id"])
     assert [g["group_id"] for g in generations] == DEMO_GROUPS
     assert {g["trigger"] for g in generations} == {"manual"}
@@ -139,7 +126,7 @@ def test_a_valid_what_if_run_publishes_a_manual_generation(server, scheduled_run
     response = _trigger(server, WHAT_IF, conf)
     assert response.status_code == 200, response.text
     run = _wait_for_run(server, WHAT_IF, response.json()["dag_run_id"], listeners)
-    assert run["state"] == "success", _failures(server, run)
+    assert run["state"] == "success", server.failures(run)
     (generation,) = _generations(lake, run["dag_run_id"])
     assert (generation["group_id"], generation["trigger"], generation["status"]) == ("inventory", "manual", "approved")
 
@@ -176,7 +163,7 @@ def test_an_unknown_conf_key_fails_the_first_task_naming_it(
     assert run["state"] == "failed"
     task_path = f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{first_task}"
     assert server.api.get(task_path).raise_for_status().json()["state"] == "failed"
-    assert f"unknown parameter(s) {unknown}" in _task_log(server, dag_id, run["dag_run_id"], first_task)
+    assert f"unknown parameter(s) {unknown}" in server.task_log(dag_id, run["dag_run_id"], first_task)
     assert _generations(lake, run["dag_run_id"]) == []
 
 
