@@ -80,8 +80,8 @@ def _add_snapshot(sub: argparse._SubParsersAction) -> None:
 def _snapshot(args: argparse.Namespace) -> int:
     """Pull the groups (and key samples) and write both files, or nothing: any failure exits 2 naming its cause.
 
-    Keys are sampled before the groups are pulled, so a broker lost while sampling (which only ends the sample
-    short) fails the pull; the samples file is removed again if the snapshot file cannot be written.
+    Keys are sampled before the groups are pulled, and a sample that ends short of a partition's end offset (a
+    broker lost while sampling) fails; the samples file is removed again if the snapshot file cannot be written.
     """
     from pathlib import Path
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 REBALANCING = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 CONSUMER_PROTOCOL = "consumer"
+# kafka-python's text when the broker's SASL handshake lists mechanisms without the one asked for.
+OFFERED_MECHANISMS = re.compile(r"Enabled mechanisms: \[([^\]]*)\]")
+QUOTED = re.compile(r"'([^']*)'")
 
 
 class KafkaSourceError(SourceError):
@@ -135,9 +139,10 @@ def sample_keys(
 ) -> pa.Table:
     """`key_samples` rows for the last `records_per_partition` records of every partition of `topics`.
 
-    Reads without a consumer group and commits nothing. Stops early at `max_records` kept rows or after
-    `timeout_s`. With `key_fraction`, keeps only records whose key's unsigned mmh3 hash (seed `key_seed`) falls
-    below that fraction of 2**32, so nightly samples keep the same keys and stay comparable (null keys dropped).
+    Reads without a consumer group and commits nothing. Stops early at `max_records` kept rows; a partition not
+    read to its end offset within `timeout_s` (the broker gone or too slow) raises `SourceTimeoutError`. With
+    `key_fraction`, keeps only records whose key's unsigned mmh3 hash (seed `key_seed`) falls below that fraction
+    of 2**32, so nightly samples keep the same keys and stay comparable (null keys dropped).
     """
     if records_per_partition <= 0:
         raise ValueError(f"records_per_partition must be positive, got {records_per_partition}")
@@ -193,10 +198,7 @@ def _admin(settings: KafkaSettings) -> Iterator[Any]:
             admin = KafkaAdminClient(**settings.client_config())
         except Exception:
             if failures:  # bootstrap retries auth failures until its timeout; report the real cause
-                raise KafkaAuthError(
-                    f"Kafka at {settings.bootstrap_servers} refused the connection: "
-                    f"{type(failures[0]).__name__} ({settings.security_protocol})"
-                ) from None
+                raise KafkaAuthError(_refusal(settings, failures[0])) from None
             raise
     try:
         yield admin
@@ -207,14 +209,20 @@ def _admin(settings: KafkaSettings) -> Iterator[Any]:
 @contextlib.contextmanager
 def _bootstrap_failures() -> Iterator[list[BaseException]]:
     """Collect authentication / TLS failures that kafka-python only logs while it retries bootstrap."""
-    from kafka.errors import AuthorizationError, KafkaConnectionError, SaslAuthenticationFailedError
+    from kafka.errors import (
+        AuthorizationError,
+        KafkaConnectionError,
+        SaslAuthenticationFailedError,
+        UnsupportedSaslMechanismError,
+    )
 
     seen: list[BaseException] = []
 
     class _Collector(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             for arg in record.args if isinstance(record.args, tuple) else ():
-                if isinstance(arg, SaslAuthenticationFailedError | AuthorizationError) or (
+                refused = SaslAuthenticationFailedError | AuthorizationError | UnsupportedSaslMechanismError
+                if isinstance(arg, refused) or (
                     isinstance(arg, KafkaConnectionError) and "Handshake failed" in str(arg)
                 ):
                     seen.append(arg)
@@ -228,6 +236,21 @@ def _bootstrap_failures() -> Iterator[list[BaseException]]:
         logger.removeHandler(handler)
 
 
+def _refusal(settings: KafkaSettings, exc: BaseException) -> str:
+    """Why the brokers refused the connection: a SASL mechanism they do not offer (with those they do), else the
+    failure's type; never a credential."""
+    from kafka.errors import UnsupportedSaslMechanismError
+
+    where = f"Kafka at {settings.bootstrap_servers}"
+    if not isinstance(exc, UnsupportedSaslMechanismError):
+        return f"{where} refused the connection: {type(exc).__name__} ({settings.security_protocol})"
+    refused = f"{where} does not offer SASL mechanism {settings.sasl_mechanism}"
+    offered = OFFERED_MECHANISMS.search(str(exc))
+    if offered is None:  # the broker refused the handshake itself, without a list
+        return refused
+    return f"{refused}; it offers: {', '.join(QUOTED.findall(offered[1]))}"
+
+
 @contextlib.contextmanager
 def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
     """Turn kafka-python errors into KafkaSourceErrors that name the cause (and never a credential)."""
@@ -238,7 +261,9 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
         yield
     except KafkaSourceError:
         raise
-    except (ke.SaslAuthenticationFailedError, ke.AuthorizationError, ke.UnsupportedSaslMechanismError) as exc:
+    except ke.UnsupportedSaslMechanismError as exc:
+        raise KafkaAuthError(f"{action}: {_refusal(settings, exc)}") from None
+    except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
         raise KafkaAuthError(f"{action}: {where} refused access: {type(exc).__name__}") from None
     except ke.UnknownTopicOrPartitionError as exc:
         raise UnknownTopicError(f"{action}: unknown topic or partition at {where}: {exc}") from exc
@@ -445,6 +470,7 @@ def _read_tail(
     }
     scanned: Counter[tuple[str, int]] = Counter()
     tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n)]
+    reached: dict[Any, int] = {}  # per partition: the offset after the last record read
     with _translated(settings, "sampling keys"):
         consumer = KafkaConsumer(
             **settings.client_config(),
@@ -459,7 +485,8 @@ def _read_tail(
             consumer.assign(tps)
             todo = {tp for tp in tps if end[tp] > begin[tp]}
             for tp in tps:
-                consumer.seek(tp, max(begin[tp], end[tp] - per_partition))
+                reached[tp] = max(begin[tp], end[tp] - per_partition)
+                consumer.seek(tp, reached[tp])
             consumer.pause(*(set(tps) - todo))
             deadline = time.monotonic() + timeout_s
             while todo and time.monotonic() < deadline and (max_records is None or len(rows["key"]) < max_records):
@@ -468,6 +495,7 @@ def _read_tail(
                         if r.offset >= end[tp]:
                             break  # arrived after the sample started
                         scanned[(r.topic, r.partition)] += 1
+                        reached[tp] = r.offset + 1
                         if threshold is not None and (
                             r.key is None or mmh3.hash(r.key, key_seed, signed=False) >= threshold
                         ):
@@ -481,8 +509,8 @@ def _read_tail(
                     if consumer.position(tp) >= end[tp]:
                         todo.discard(tp)
                         consumer.pause(tp)
-            if todo:
-                log.info("key sample stopped by its budget with %d partitions unfinished", len(todo))
+            if todo and (max_records is None or len(rows["key"]) < max_records):
+                raise SourceTimeoutError(_unfinished(settings, todo, reached, end, timeout_s))
     finally:
         consumer.close(autocommit=False)
     # A tail sample reads the same number of records from every partition, so each record stands for the
@@ -492,6 +520,19 @@ def _read_tail(
     if max_records is not None:
         rows = {k: v[:max_records] for k, v in rows.items()}
     return rows
+
+
+def _unfinished(
+    settings: KafkaSettings, todo: set[Any], reached: dict[Any, int], end: dict[Any, int], timeout_s: float
+) -> str:
+    """Why a tail sample is incomplete: the first partition not read to its end offset, how far it got, and how
+    many more are short (a sample missing a partition's tail would weigh that partition wrongly)."""
+    tp = min(todo)
+    more = f" (and {len(todo) - 1} more partitions)" if len(todo) > 1 else ""
+    return (
+        f"sampling keys: Kafka at {settings.bootstrap_servers} did not deliver the sample within {timeout_s:g} s: "
+        f"{tp.topic}-{tp.partition} was read to offset {reached[tp]} of its end offset {end[tp]}{more}"
+    )
 
 
 def _samples_table(sample_id: str, rows: dict[str, list[Any]]) -> pa.Table:
