@@ -1,14 +1,15 @@
-"""Throughput of Kafka-exact murmur2 partitioning: vectorized partitions_for_keys beside Kafka's own Java loop.
+"""Throughput of Kafka-exact murmur2 partitioning: batch partitions_for_keys beside Kafka's own Java loop.
 
 Usage: python bench/hashing.py [--keys 4000000] [--partitions 12] [--repeat 5]
-The same random keys (8 to 64 bytes) go to both sides. Ours: partitions_for_keys on a pyarrow array, keys/s
-by wall and CPU time, best of --repeat, on one core. Java: a transcription of Kafka's Utils.murmur2 and
-toPositive(murmur2(key)) % n (BuiltInPartitioner.partitionForKey), compiled here with javac, reading the keys
-as byte[] from a file and timing its loop after a warm-up by System.nanoTime and by the thread's CPU time (the
-fair figure on a shared machine, as for ours); it prints keys/s and a
-checksum of its partitions (and hashes) that must equal ours, so the run also proves bit-exactness. Without
-javac only our figure is printed. Then the peak memory of one call, the pure-Python loop, and the other
-partitioners on 1M keys.
+The same random keys (8 to 64 bytes) go to both sides. Ours: partitions_for_keys on a pyarrow array by each batch
+implementation this interpreter has (numba's compiled loop, the active one where numba is installed, and the NumPy
+fallback), keys/s by wall and CPU time, best of --repeat, on one core; the first call (numba's JIT compile, or the
+load of its cache, and numba's start-up) is timed apart and kept out of the runs. Java: a transcription of Kafka's
+Utils.murmur2 and toPositive(murmur2(key)) % n (BuiltInPartitioner.partitionForKey), compiled here with javac,
+reading the keys as byte[] from a file and timing its loop after a warm-up by System.nanoTime and by the thread's
+CPU time (the fair figure on a shared machine, as for ours); it prints keys/s and a checksum of its partitions (and
+hashes) that each of ours must equal, so the run also proves bit-exactness. Without javac only our figures are
+printed. Then the peak memory of one call, the pure-Python loop, and the other partitioners on 1M keys.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from planner import hashing
 from planner.hashing import murmur2_many, partition_for_key, partitions_for_keys
 from planner.partitioners import PARTITIONERS
 
@@ -141,13 +143,40 @@ def best_of(fn, repeat: int = 3) -> tuple[float, float]:
     return min(walls), min(cpus)
 
 
-def checksums(keys: pa.Array, partitions: int) -> tuple[int, int]:
-    """sum((i + 1) * partition_i) and sum((i + 1) * murmur2_i) with Java's wrapping 64-bit arithmetic."""
+def checksums(keys: pa.Array, partitions: int, implementation: str) -> tuple[int, int]:
+    """sum((i + 1) * partition_i) and sum((i + 1) * murmur2_i) by one implementation, with Java's wrapping longs."""
+    active, hashing.BATCH_IMPLEMENTATION = hashing.BATCH_IMPLEMENTATION, implementation
     weight = np.arange(1, len(keys) + 1, dtype=np.int64)
     with np.errstate(over="ignore"):
         parts = int((weight * partitions_for_keys(keys, partitions).astype(np.int64)).sum())
         hashes = int((weight * murmur2_many(keys).astype(np.int64)).sum())
+    hashing.BATCH_IMPLEMENTATION = active
     return parts, hashes
+
+
+def first_call(keys: pa.Array, partitions: int) -> str:
+    """The first call's cost in this process, which the timed runs leave out: for numba, compile or cache load."""
+    w = time.perf_counter()
+    partitions_for_keys(keys.slice(0, 1000), partitions)  # same key layout as the timed runs: same compiled loop
+    seconds = time.perf_counter() - w
+    if hashing.BATCH_IMPLEMENTATION != "numba":
+        return f"first call {seconds:.2f} s (nothing to compile)"
+    from planner import murmur2_numba
+
+    compiled = bool(murmur2_numba.partitions_for_keys.stats.cache_misses)
+    how = "JIT compile (no cache yet)" if compiled else "numba start-up and loading the compiled loop from __pycache__"
+    return f"first call {seconds:.2f} s: {how}; not in the timed runs"
+
+
+def rates(keys: pa.Array, partitions: int, repeat: int) -> dict[str, tuple[float, float]]:
+    """(best wall seconds, best CPU seconds) of partitions_for_keys by each batch implementation."""
+    active = hashing.BATCH_IMPLEMENTATION
+    out = {}
+    for name in hashing.BATCHES:
+        hashing.BATCH_IMPLEMENTATION = name
+        out[name] = best_of(lambda: partitions_for_keys(keys, partitions), repeat)
+    hashing.BATCH_IMPLEMENTATION = active
+    return out
 
 
 def java_side(keys: pa.Array, partitions: int, repeat: int) -> tuple[float, float, int, int] | None:
@@ -186,23 +215,31 @@ def main() -> None:
     keys = random_keys(n)
     print(f"{n:,} keys of 8-64 bytes, {keys.nbytes / 1e6:.0f} MB in Arrow buffers, {args.partitions} partitions")
 
-    run = lambda: partitions_for_keys(keys, args.partitions)  # noqa: E731
-    wall, cpu = best_of(run, args.repeat)
+    print(f"batch implementation: {hashing.BATCH_IMPLEMENTATION} (this interpreter has: {', '.join(hashing.BATCHES)})")
+    print(first_call(keys, args.partitions))
+    before = rates(keys, args.partitions, args.repeat)
     java = java_side(keys, args.partitions, args.repeat)
-    wall2, cpu2 = best_of(run, args.repeat)  # again after Java: both sides see the same machine load
-    wall, cpu = min(wall, wall2), min(cpu, cpu2)
-    print(f"ours  partitions_for_keys (NumPy): {n / wall / 1e6:5.1f} M keys/s wall, {n / cpu / 1e6:5.1f} M keys/s CPU")
+    after = rates(keys, args.partitions, args.repeat)  # again after Java: both sides see the same machine load
+    best = {name: (min(before[name][0], after[name][0]), min(before[name][1], after[name][1])) for name in before}
+    for name, (w, c) in best.items():
+        label = f"ours  partitions_for_keys ({name}):"
+        print(f"{label:34s} {n / w / 1e6:5.1f} M keys/s wall, {n / c / 1e6:5.1f} M keys/s CPU ({c:.3f} s CPU)")
+    wall = best[hashing.BATCH_IMPLEMENTATION][0]
     if java is None:
         print("java  (no javac on PATH: Kafka's Java loop not measured)")
     else:
         rate, rate_cpu, part_sum, hash_sum = java
-        ours = checksums(keys, args.partitions)
-        same = "equal to ours" if ours == (part_sum, hash_sum) else f"DIFFERENT from ours {ours}"
-        print(f"java  Utils.murmur2 loop (JIT):    {rate / 1e6:5.1f} M keys/s wall, {rate_cpu / 1e6:5.1f} M keys/s CPU")
-        print(f"      checksums (partitions, hashes) {part_sum}, {hash_sum}: {same}")
-        print(
-            f"ours / java: {n / wall / rate:.2f}x by wall time, {n / cpu / rate_cpu:.2f}x by CPU time (one core each)"
-        )
+        label = "java  Utils.murmur2 loop (JIT):"
+        java_cpu = n / rate_cpu
+        print(f"{label:34s} {rate / 1e6:5.1f} M keys/s wall, {rate_cpu / 1e6:5.1f} M keys/s CPU ({java_cpu:.3f} s CPU)")
+        print(f"      checksums (partitions, hashes) {part_sum}, {hash_sum}")
+        for name, (w, c) in best.items():
+            ours = checksums(keys, args.partitions, name)
+            same = "equal" if ours == (part_sum, hash_sum) else f"DIFFERENT {ours}"
+            print(
+                f"{name} / java: {n / w / rate:.2f}x by wall time, {n / c / rate_cpu:.2f}x by CPU time "
+                f"(one core each); checksums {same}"
+            )
 
     tracemalloc.start()
     partitions_for_keys(keys, args.partitions)
@@ -218,7 +255,7 @@ def main() -> None:
     loop = [partition_for_key(k, args.partitions) for k in sample]
     py_rate = len(sample) / (time.perf_counter() - w)
     assert loop == partitions_for_keys(sample, args.partitions).tolist()
-    print(f"pure-Python per-key loop: {py_rate / 1e3:.0f} k keys/s -> vectorized is {n / wall / py_rate:.0f}x")
+    print(f"pure-Python per-key loop: {py_rate / 1e3:.0f} k keys/s -> batch is {n / wall / py_rate:.0f}x")
 
     small = keys.slice(0, 1_000_000)
     for name, p in ((name, p) for name, p in PARTITIONERS.items() if p.keyed):

@@ -2,9 +2,11 @@
 
 Mirrors `org.apache.kafka.common.utils.Utils.murmur2` / `Utils.toPositive` and the keyed branch of
 `BuiltInPartitioner.partitionForKey` (formerly `DefaultPartitioner.partition`):
-``toPositive(murmur2(keyBytes)) % numPartitions``. The vectorized form reads a pyarrow binary/string
-array's offsets and data buffers in place and runs the same arithmetic over dense uint32 arrays, with no
-per-key Python.
+``toPositive(murmur2(keyBytes)) % numPartitions``. The batch forms read a pyarrow binary/string array's
+offsets and data buffers in place, with no per-key Python, by one of two implementations chosen at import
+(BATCH_IMPLEMENTATION): "numba", Utils.murmur2's loop compiled by numba (planner.murmur2_numba), where numba
+is installed; else "numpy", the same arithmetic over dense uint32 arrays (the word walker below), which is
+what Spark executors with only NumPy, pandas, pyarrow and pyspark run.
 
 >>> murmur2(b"21"), partition_for_key(b"21", 12)
 (-973932308, 0)
@@ -18,9 +20,12 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 __all__ = [
+    "BATCHES",
+    "BATCH_IMPLEMENTATION",
     "KAFKA_SEED",
     "MURMUR2",
     "NO_KEYED_PARTITION",
+    "Murmur2Batch",
     "WordHash",
     "hash_words",
     "murmur2",
@@ -155,7 +160,17 @@ class WordHash(NamedTuple):
 
 
 def hash_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, fn: WordHash) -> np.ndarray:
-    """`fn` over every key data[offsets[i]:offsets[i+1]] as uint32, vectorized; a null key hashes as empty."""
+    """`fn` over every key data[offsets[i]:offsets[i+1]] as uint32; a null key hashes as empty.
+
+    MURMUR2 goes to the active batch implementation (BATCH_IMPLEMENTATION), every other hash to the word walker.
+    """
+    if fn is MURMUR2:
+        return BATCHES[BATCH_IMPLEMENTATION].hashes(offsets, data, nulls)
+    return _walk_words(offsets, data, nulls, fn)
+
+
+def _walk_words(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, fn: WordHash) -> np.ndarray:
+    """`fn` over every key, vectorized over dense uint32 arrays: NumPy's form of the per-key loop."""
     n = len(offsets) - 1
     out = np.empty(n, dtype=np.uint32)
     if n == 0:
@@ -293,13 +308,55 @@ MURMUR2 = WordHash(_murmur2_init, _murmur2_block, _murmur2_finish)
 """Utils.murmur2 as a WordHash, for hash_words."""
 
 
+class Murmur2Batch(NamedTuple):
+    """One implementation of Utils.murmur2 over (offsets, data, null mask or None) of many keys."""
+
+    hashes: Callable[[np.ndarray, np.ndarray, np.ndarray | None], np.ndarray]  # uint32; a null key as the empty one
+    partitions: Callable[[np.ndarray, np.ndarray, np.ndarray | None, int], np.ndarray]  # int32; null -> -1
+
+
+def _numpy_hashes(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None) -> np.ndarray:
+    """Utils.murmur2 of every key by the word walker."""
+    return _walk_words(offsets, data, nulls, MURMUR2)
+
+
+def _numpy_partitions(
+    offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, num_partitions: int
+) -> np.ndarray:
+    """toPositive(murmur2(key)) % num_partitions of every key by the word walker; null keys give -1."""
+    h = _walk_words(offsets, data, nulls, MURMUR2)
+    np.bitwise_and(h, np.uint32(0x7FFFFFFF), out=h)  # Utils.toPositive
+    np.remainder(h, np.uint32(num_partitions), out=h)
+    parts = h.view(np.int32)
+    if nulls is not None:
+        parts[nulls] = NO_KEYED_PARTITION
+    return parts
+
+
+def _batches() -> dict[str, Murmur2Batch]:
+    """The batch murmur2 implementations this interpreter has, preferred first: numba's where it is installed."""
+    numpy = Murmur2Batch(_numpy_hashes, _numpy_partitions)
+    try:
+        from planner import murmur2_numba
+    except ImportError:  # Spark executors' venvs hold NumPy, pandas, pyarrow and pyspark only
+        return {"numpy": numpy}
+    return {"numba": Murmur2Batch(murmur2_numba.hashes, murmur2_numba.partitions), "numpy": numpy}
+
+
+BATCHES = _batches()
+"""Every batch murmur2 this interpreter can run, by name; both are Kafka-exact and tested against each other."""
+
+BATCH_IMPLEMENTATION = next(iter(BATCHES))
+"""The batch murmur2 in use, chosen once at import: "numba" where numba is installed, else "numpy"."""
+
+
 def murmur2_many(keys: Any) -> np.ndarray:
     """Utils.murmur2 of every key of a pyarrow binary/string array or a list of bytes, as an int32 array.
 
     A null key hashes as the empty key here; partitions_for_keys marks nulls NO_KEYED_PARTITION instead.
     """
     offsets, data, nulls = key_buffers(keys)
-    return hash_words(offsets, data, nulls, MURMUR2).view(np.int32)
+    return BATCHES[BATCH_IMPLEMENTATION].hashes(offsets, data, nulls).view(np.int32)
 
 
 def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
@@ -307,10 +364,4 @@ def partitions_for_keys(keys: Any, num_partitions: int) -> np.ndarray:
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, got {num_partitions}")
     offsets, data, nulls = key_buffers(keys)
-    h = hash_words(offsets, data, nulls, MURMUR2)
-    np.bitwise_and(h, np.uint32(0x7FFFFFFF), out=h)  # Utils.toPositive
-    np.remainder(h, np.uint32(num_partitions), out=h)
-    parts = h.view(np.int32)
-    if nulls is not None:
-        parts[nulls] = NO_KEYED_PARTITION
-    return parts
+    return BATCHES[BATCH_IMPLEMENTATION].partitions(offsets, data, nulls, num_partitions)

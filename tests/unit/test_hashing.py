@@ -1,4 +1,7 @@
-"""Kafka-exact murmur2: UtilsTest.testMurmur2 vectors, toPositive, and the vectorized path against the scalar."""
+"""Kafka-exact murmur2: UtilsTest.testMurmur2 vectors, toPositive, and both batch implementations against the scalar."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -15,6 +18,9 @@ from planner.hashing import (
     partitions_for_keys,
     to_positive,
 )
+
+# Every test runs against each batch implementation: numba's compiled loop and the NumPy word walker.
+pytestmark = pytest.mark.usefixtures("batch_implementation")
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2
 KAFKA_VECTORS = {
@@ -150,6 +156,15 @@ def test_empty_inputs() -> None:
     assert murmur2_many([]).tolist() == []
     assert partitions_for_keys(pa.array([], pa.binary()), 3).tolist() == []
     assert partitions_for_keys([b"", b""], 3).tolist() == [partition_for_key(b"", 3)] * 2
+
+
+@pytest.mark.parametrize("without_numba, expected", [(False, ["numba", "numpy"]), (True, ["numpy"])])
+def test_batch_implementation_chosen_at_import(without_numba: bool, expected: list[str]) -> None:
+    """numba is a dependency, so it is what runs here; a Spark executor's venv without it falls back to NumPy."""
+    block = "import sys; sys.modules['numba'] = None; " if without_numba else ""
+    code = f"{block}from planner import hashing; print(hashing.BATCH_IMPLEMENTATION, *hashing.BATCHES)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [expected[0], *expected]
 
 
 def test_cli_hash_prints_key_hash_partition(capsys: pytest.CaptureFixture[str]) -> None:

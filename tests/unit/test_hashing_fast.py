@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 from planner.hashing import MURMUR2, hash_words, key_buffers, murmur2, murmur2_many, partitions_for_keys
 from planner.partitioners import PARTITIONERS
 
+# MURMUR2 runs through each batch implementation (hash_words hands it over), the other hashes through the walker.
+pytestmark = pytest.mark.usefixtures("batch_implementation")
+
 WORD_HASHES = {p.word_hash: p.hash for p in PARTITIONERS.values() if p.word_hash is not None}
 
 

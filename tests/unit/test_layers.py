@@ -12,8 +12,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = sorted(p.stem for p in (REPO / "jobs" / "kernels").glob("*.py") if p.stem != "__init__")
 
-# What a Spark worker does not have: the lake, Kafka clients, Airflow, GX, and every driver-side part of `jobs`.
+# What a Spark worker does not have: the lake, Kafka clients, Airflow, GX, numba (planner.hashing falls back to
+# NumPy without it), and every driver-side part of `jobs`.
 FORBIDDEN = (
+    "numba",
     "deltalake",
     "kafka",
     "confluent_kafka",
