@@ -240,8 +240,10 @@ QUARANTINE = table(
         ("raw_payload", pa.string()),
         ("error", pa.string()),
         ("received_at", TS),
+        ("raw_bytes", pa.binary()),
     ],
-    "rejected input, kept whole with the reason it was rejected",
+    "rejected input, kept whole with the reason it was rejected: its bytes exactly as received (raw_bytes) and "
+    "as readable text (raw_payload, bytes that are not UTF-8 shown as \\x escapes)",
 )
 
 

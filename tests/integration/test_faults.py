@@ -408,10 +408,6 @@ def test_a_refused_sasl_mechanism_is_named(kafka_broker: demo_cluster.Broker, tm
 # -- quarantine keeps bytes ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    "raw_bytes" not in TABLES["quarantine"].schema.names,
-    reason="needs the binary column quarantine.raw_bytes in schemas/tables.py",
-)
 def test_quarantine_keeps_the_raw_bytes_of_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     data = b'\xff\xfe{"group_id": "g\xe9", \x00\x81 not json'
     (tmp_path / "bad.json").write_bytes(data)

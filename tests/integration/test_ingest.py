@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from jobs.config import Config
@@ -58,6 +59,7 @@ def test_demo_snapshots_land_in_the_lake_and_the_truncated_file_in_quarantine(la
         "billing-truncated.json: invalid JSON at line 4 column 1: Expecting ',' delimiter"
     )
     assert quarantined["raw_payload"] == (DEMO / "billing-truncated.json").read_text()
+    assert quarantined["raw_bytes"] == (DEMO / "billing-truncated.json").read_bytes()
 
 
 def test_one_bad_group_never_stops_the_others(lake, tmp_path):
@@ -92,6 +94,36 @@ def test_an_unreadable_file_is_quarantined_whole(lake, tmp_path):
     (row,) = lake.read_arrow("quarantine").to_pylist()
     assert row["error"].endswith("binary.json: not UTF-8 text: byte 0xff at byte offset 0 (invalid start byte)")
     assert row["raw_payload"].startswith("\\xff\\xfe{not json")
+
+
+def test_a_bad_group_pulled_from_kafka_keeps_its_payload_bytes(lake):
+    """Kafka documents arrive as text (the pulled group as JSON): the row keeps that payload, encoded as UTF-8."""
+    bad = group("caf\u00e9", topics={"orders": -1})
+    payload = json.dumps(bad, ensure_ascii=False)
+    raw = ingest.RawDocument("kafka://127.0.0.1:9092/caf\u00e9", payload, doc=bad)
+    result = ingest.ingest_documents(lake, [raw], snapshot_id="k", run_id="k", received_at=NOW, source="kafka")
+    assert result.groups == []
+    (row,) = lake.read_arrow("quarantine").to_pylist()
+    assert (row["raw_payload"], row["raw_bytes"]) == (payload, payload.encode())
+
+
+def test_a_lake_from_before_raw_bytes_gets_the_column_and_keeps_its_rows(tmp_path):
+    """Schema evolution: the old rows read raw_bytes as null, new rows fill it."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from jobs.io.lake import Lake
+    from schemas import TABLES
+
+    old_schema = pa.schema([f for f in TABLES["quarantine"].schema if f.name != "raw_bytes"])
+    lake = Lake(tmp_path / "lake")
+    old = {"ingest_id": "old", "run_id": "before", "source": "s", "raw_payload": "{", "error": "e", "received_at": NOW}
+    write_deltalake(lake.path("quarantine"), pa.Table.from_pylist([old], schema=old_schema))
+    (tmp_path / "bad.json").write_bytes(b"\xff{")
+    run(lake, tmp_path / "bad.json")
+    assert "raw_bytes" in DeltaTable(lake.path("quarantine")).schema().to_arrow().names
+    rows = {r["ingest_id"]: r for r in lake.read_arrow("quarantine").to_pylist()}
+    assert rows.pop("old")["raw_bytes"] is None
+    assert [r["raw_bytes"] for r in rows.values()] == [b"\xff{"]
 
 
 def test_a_topic_with_two_partition_counts_in_one_snapshot_rejects_the_later_group(lake, tmp_path):
