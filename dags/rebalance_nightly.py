@@ -6,7 +6,8 @@ tasks share nothing but the lake (`REBALANCE_LAKE`, default `./lake`), keyed by 
 comes from `REBALANCE_NIGHTLY_SCHEDULE` (default 02:00 UTC daily). Parameters override the environment for one run:
 `snapshots` (file, directory or glob of snapshot JSON), `strategies` (comma-separated assignors to evaluate),
 `lake`, `what_if` (partition counts the key-skew job compares with today's), and `approval` (default
-`REBALANCE_APPROVAL`): plans that pass the gate wait for a person to approve or reject them in the Airflow UI.
+`REBALANCE_APPROVAL`): plans that pass the gate wait for a person to approve or reject them in the Airflow UI,
+and are rejected when nobody answers within `approval_timeout_hours` (default `REBALANCE_APPROVAL_TIMEOUT_HOURS`, 23).
 A rejected generation or a drifted plan fails the run after everything is written; the failure is posted to the
 webhook of the connection `REBALANCE_WEBHOOK_CONN_ID` names, if any.
 """
@@ -18,7 +19,7 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import approval_param, chain_steps
+from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps
 from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import NIGHTLY
 
@@ -27,6 +28,7 @@ PARAMS = {
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
     "approval": approval_param(),
+    "approval_timeout_hours": approval_timeout_param(),
     "what_if": Param(
         "",
         type="string",

@@ -1,10 +1,11 @@
 """What-if rebalance, triggered by hand: what would a group's assignment be with more partitions or other members?
 
-Takes the group's latest snapshot from the lake, applies the validated parameters (new partition counts for its
+Takes the group's latest observed snapshot from the lake, applies the validated parameters (new partition counts for its
 topics, members removed, new members subscribed to all its topics), stores the scenario as a snapshot of its own,
 then plans, gates and publishes it like a nightly run (trigger `manual`), so it lands in the assignment history.
 Kafka can only add partitions: a count below today's is rejected, as are unknown topics and unknown members.
-With `approval` (default `REBALANCE_APPROVAL`) a person approves or rejects the scenario's plan in the Airflow UI.
+With `approval` (default `REBALANCE_APPROVAL`) a person approves or rejects the scenario's plan in the Airflow UI;
+with no answer within `approval_timeout_hours` (default `REBALANCE_APPROVAL_TIMEOUT_HOURS`, 23) it is rejected.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import approval_param, chain_steps
+from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps
 from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import WHAT_IF
 
@@ -34,6 +35,7 @@ PARAMS = {
     "snapshot_id": Param("", type="string", description="snapshot to start from (default: the group's latest)"),
     "lake": Param("", type="string", description="lake root (default $REBALANCE_LAKE or ./lake)"),
     "approval": approval_param(),
+    "approval_timeout_hours": approval_timeout_param(),
 }
 
 

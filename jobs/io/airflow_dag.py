@@ -17,7 +17,7 @@ from typing import Any
 from airflow.sdk import Param, TriggerRule, chain, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from jobs.io.flags import APPROVAL, env_flag
+from jobs.io.flags import APPROVAL, APPROVAL_TIMEOUT, DEFAULT_APPROVAL_TIMEOUT_HOURS, env_flag, env_hours
 
 REVIEW, APPROVAL_TASK, RECORD = "review", "approval", "record_review"
 RUNS_ALWAYS = frozenset({"signals"})
@@ -30,6 +30,16 @@ def approval_param() -> Param:
         env_flag(APPROVAL),
         type="boolean",
         description="a person approves or rejects the plans that pass the gate, in the Airflow UI",
+    )
+
+
+def approval_timeout_param() -> Param:
+    """The DAGs' `approval_timeout_hours` param: its default is REBALANCE_APPROVAL_TIMEOUT_HOURS (23) at parse time."""
+    return Param(
+        env_hours(APPROVAL_TIMEOUT, DEFAULT_APPROVAL_TIMEOUT_HOURS),
+        type="number",
+        exclusiveMinimum=0,
+        description="hours the plans wait for a reviewer; with no answer by then they are rejected",
     )
 
 

@@ -1,4 +1,4 @@
-"""What-if scenarios: a group's latest snapshot with changed partition counts and members, planned like any run.
+"""What-if scenarios: a group's latest observed snapshot with new partition counts and members, planned as a run.
 
 The scenario is written as a new snapshot (source `what-if`) through the same validation as real input, so the
 plan, gate and publish steps need no special case, and the history shows what was asked and what it would do.
@@ -6,6 +6,7 @@ plan, gate and publish steps need no special case, and the history shows what wa
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -18,19 +19,25 @@ from jobs.steps.ingest import IngestResult, RawDocument
 from planner.errors import InputError, LimitError
 from schemas.rules import Limits, check_group
 
+SOURCE = "what-if"
+"""The `source` of a scenario's snapshot: scenarios are history, never the base of the next scenario."""
+
 
 class ScenarioError(InputError):
     """A what-if request that cannot describe a real group (names the parameter and the problem)."""
 
 
 def latest_document(lake: Lake, group_id: str, snapshot_id: str | None = None) -> dict[str, Any]:
-    """The group's latest (or the named) snapshot, rebuilt as a snapshot-file document."""
+    """The group's latest observed snapshot (an earlier scenario is not reality), or the named one, rebuilt as a
+    snapshot-file document."""
     rows = lake.read_arrow("snapshots", [("group_id", "=", group_id)]).to_pylist()
     if snapshot_id is not None:
         rows = [r for r in rows if r["snapshot_id"] == snapshot_id]
+    else:
+        rows = [r for r in rows if r["source"] != SOURCE]
     if not rows:
-        where = f" in snapshot {snapshot_id!r}" if snapshot_id else ""
-        raise ScenarioError(f"group: no snapshot of group {group_id!r}{where} in the lake")
+        which = f"snapshot {snapshot_id!r}" if snapshot_id else "observed snapshot"
+        raise ScenarioError(f"group: no {which} of group {group_id!r} in the lake")
     newest = max((r["captured_at"], r["snapshot_id"]) for r in rows)[1]
     members = sorted((r for r in rows if r["snapshot_id"] == newest and r["member_id"]), key=lambda r: r["member_id"])
     subscribed = {t for m in members for t in m["topics"]}
@@ -98,11 +105,12 @@ def apply(
             f"add_members: {add_members} would make {len(scenario['members']) + add_members} members, over the "
             f"limit of {limits.max_members} (REBALANCE_MAX_MEMBERS)"
         )
-    for i in range(add_members):
+    names = (f"what-if-{n}" for n in itertools.count(1) if f"what-if-{n}" not in present)
+    for name in itertools.islice(names, add_members):
         scenario["members"].append(
             {
-                "member_id": f"what-if-{i + 1}",
-                "client_id": f"what-if-{i + 1}",
+                "member_id": name,
+                "client_id": name,
                 "strategies": strategies,
                 "topics": sorted(scenario["topics"]),
                 "owned": [],
@@ -131,7 +139,7 @@ def run(
         remove_members=remove_members,
     )
     raw = RawDocument(f"what-if:{group_id}", json.dumps(doc), doc=doc)
-    result = ingest.run(ctx, received_at=received_at, documents=[raw], source="what-if")
+    result = ingest.run(ctx, received_at=received_at, documents=[raw], source=SOURCE)
     if result.quarantined:
         raise ScenarioError(result.quarantined[0][1])
     return result

@@ -356,7 +356,8 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
     spark, lake, tmp_path_factory, monkeypatch, capsys
 ):
     """Airflow 3.3 parks the approval task in `awaiting_input` (no triggerer); the reviewer's PATCH through the REST
-    API v2 resumes it on the scheduler (LocalExecutor), and the record step writes the answer."""
+    API v2 resumes it on the scheduler (LocalExecutor), and the record step writes the answer. A second run nobody
+    answers is rejected by the scheduler's timeout sweep once its `approval_timeout_hours` pass, failing loudly."""
     from airflow_server import airflow_server
 
     monkeypatch.delenv("REBALANCE_APPROVAL", raising=False)
@@ -365,6 +366,7 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
         "REBALANCE_LAKE": str(lake.root),
         "REBALANCE_SPARK_MASTER": "local[1]",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # the nightly DAG stays paused: only the what-if runs
+        "AIRFLOW__SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "2",  # the sweep that applies approval timeouts
     }
     with airflow_server(tmp_path_factory.mktemp("airflow_home"), env) as server:
         api, dag_id = server.api, "rebalance_what_if"
@@ -390,6 +392,7 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
         answer = {"chosen_options": ["Approve"], "params_input": {"comment": "one more member, fine"}}
         response = api.patch(f"{task}/-1/hitlDetails", json=answer)
         assert response.status_code == 200, response.text
+        reviewer = response.json()["responded_by"]["name"]
 
         def finished() -> dict | None:
             run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").raise_for_status().json()
@@ -402,7 +405,20 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
                 f"answer -> {run['state']} {time.monotonic() - asked:.1f} s (2 s polls)"
             )
         assert run["state"] == "success", server.failures(run)
+
+        conf |= {"approval_timeout_hours": 0.002}  # 7.2 s, and nobody answers
+        response = api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert response.status_code == 200, response.text
+        run_id = response.json()["dag_run_id"]
+        unanswered = server.wait_for("the end of the unanswered run", finished, 600.0, every=2.0)
+        tasks = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").raise_for_status().json()
+        states = {t["task_id"]: t["state"] for t in tasks["task_instances"]}
+        outcome = (unanswered["state"], states["approval"], states["record_review"])
+        assert outcome == ("failed", "failed", "success"), server.failures(unanswered)
     approved = generation(lake, "payments", 2)
     assert (approved["status"], approved["review_comment"]) == (S.APPROVED, "one more member, fine")
-    assert approved["reviewed_by"] == response.json()["responded_by"]["name"]
+    assert approved["reviewed_by"] == reviewer
     assert statuses(lake)[("payments", 1)] == S.SUPERSEDED
+    timed_out = generation(lake, "payments", 3)
+    assert (timed_out["status"], timed_out["reviewed_by"]) == (S.REJECTED, "nobody (timed out)")
+    assert timed_out["review_comment"] == "no answer within 0.002 h: rejected by the approval timeout"

@@ -74,8 +74,22 @@ def test_impossible_scenarios_are_rejected_with_the_parameter_named(lake, config
 
 
 def test_an_unknown_group_is_a_clear_error(lake, config):
-    with pytest.raises(ScenarioError, match="group: no snapshot of group 'nope' in the lake"):
+    with pytest.raises(ScenarioError, match="group: no observed snapshot of group 'nope' in the lake"):
         what_if.run(RunContext.create(config, "what-if-1"), "nope")
+
+
+def test_a_scenario_starts_from_the_latest_observed_snapshot_never_an_earlier_scenario(lake, config):
+    for run_id in ("what-if-1", "what-if-2"):
+        what_if.run(RunContext.create(config, run_id), "payments", add_members=1, received_at=T0)
+    members = lake.read_arrow("snapshots", [("snapshot_id", "=", "what-if-2")]).column("member_id").to_pylist()
+    assert sorted(members) == ["payments-1-4b1c2f", "payments-2-9f0e11", "payments-3-07aa35", "what-if-1"]
+
+
+def test_members_added_by_a_scenario_take_names_the_group_does_not_use():
+    member = {"strategies": ["range"], "topics": ["a"], "owned": [], "assignment": []}
+    doc = {"group_id": "g", "topics": {"a": 4}, "members": [{"member_id": "what-if-1", **member}]}
+    scenario = what_if.apply(doc, add_members=2)
+    assert [m["member_id"] for m in scenario["members"]] == ["what-if-1", "what-if-2", "what-if-3"]
 
 
 @pytest.mark.spark

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.io.flags import env_flag
+from jobs.io.flags import env_flag, env_hours
 from jobs.steps.review import markdown
 from planner.errors import InputError
 from schemas.status import GenerationStatus
@@ -52,6 +52,17 @@ def test_the_approval_switch_reads_the_usual_spellings(text, on):
 def test_a_misspelt_approval_switch_is_named():
     with pytest.raises(InputError, match="REBALANCE_APPROVAL: expected true or false, got 'ture'"):
         env_flag("REBALANCE_APPROVAL", {"REBALANCE_APPROVAL": "ture"})
+
+
+@pytest.mark.parametrize(("text", "hours"), [("", 23.0), (" 0.5 ", 0.5), ("48", 48.0)])
+def test_the_approval_timeout_is_a_positive_number_of_hours(text, hours):
+    assert env_hours("REBALANCE_APPROVAL_TIMEOUT_HOURS", 23.0, {"REBALANCE_APPROVAL_TIMEOUT_HOURS": text}) == hours
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "a day"])
+def test_an_approval_timeout_that_is_not_a_positive_number_is_named(text):
+    with pytest.raises(InputError, match="REBALANCE_APPROVAL_TIMEOUT_HOURS: expected a positive number of hours"):
+        env_hours("REBALANCE_APPROVAL_TIMEOUT_HOURS", 23.0, {"REBALANCE_APPROVAL_TIMEOUT_HOURS": text})
 
 
 def test_statuses_are_stored_as_the_plain_strings_tables_already_hold():
