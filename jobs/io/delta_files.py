@@ -3,7 +3,8 @@
 The plan step's executors write each task's rows as one Parquet file into the table's directory; nothing reads
 such a file until `replace_generations` commits it. That commit also removes every older row of the same
 generations (files holding only such rows are dropped, mixed files rewritten without them), all in one Delta
-transaction, so re-running a run id rewrites the same rows and readers never see both versions or neither.
+transaction made under the lake lock, so re-running a run id rewrites the same rows, readers never see both
+versions or neither, and a concurrent run's commit never lands between reading the table and committing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
+from jobs.io.lake import Lake
+from schemas import TABLES
+
 KEY = ("generation_id", "group_id")  # a generation is numbered per group
 
 
@@ -33,11 +37,16 @@ def write_file(directory: Path, data: pa.Table) -> str:
     return name
 
 
-def replace_generations(
-    directory: Path, files: Sequence[str], generations: Mapping[str, int], schema: pa.Schema
-) -> None:
-    """Commit `files` (names in `directory`) and remove every other row of the generations {group: id}, as one
-    Delta commit; files must hold only rows of those generations, in the table's `schema`."""
+def replace_generations(lake: Lake, name: str, files: Sequence[str], generations: Mapping[str, int]) -> None:
+    """Commit `files` (names in table `name`'s directory) and remove every other row of the generations
+    {group: id}, as one Delta commit under the lake lock, so a concurrent run's commit cannot come in between
+    reading the table and committing; files must hold only rows of those generations, in the table's schema."""
+    with lake.committing(name):
+        _replace(lake.path(name), files, generations, TABLES[name].schema)
+
+
+def _replace(directory: Path, files: Sequence[str], generations: Mapping[str, int], schema: pa.Schema) -> None:
+    """The commit of `replace_generations`, made on the table as it is now."""
     table = DeltaTable(directory)
     actions: list[AddAction | RemoveAction] = []
     now = int(time.time() * 1000)

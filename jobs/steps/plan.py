@@ -148,11 +148,11 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     written = outcome.filter(pc.is_valid(outcome.column("path")))
     for table in (PLANS, PARTITION_LOADS):
         files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
-        replace_generations(lake.path(table.name), files, ids, table.schema)
+        replace_generations(lake, table.name, files, ids)
     candidates = outcome.filter(pc.is_null(outcome.column("path")))
     metrics = conform(PLAN_METRICS, candidates)
-    directory = lake.path(PLAN_METRICS.name)
-    replace_generations(directory, [write_file(directory, metrics)] if metrics.num_rows else [], ids, metrics.schema)
+    written_metrics = [write_file(lake.path(PLAN_METRICS.name), metrics)] if metrics.num_rows else []
+    replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
     return ids
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
-from jobs.io.lake import Lake
+from jobs.io.delta_files import replace_generations, write_file
+from jobs.io.lake import Lake, conform
 from schemas import TABLES
+from schemas.tables import PLAN_METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "jobs" / "demo" / "data"
@@ -164,3 +168,36 @@ def test_a_run_id_is_held_until_its_last_holder_in_the_process_releases_it(tmp_p
     assert not hold_from_another_process(path)
     second.release()
     assert hold_from_another_process(path)
+
+
+# Another process holding the lake lock (as a concurrent run does while it commits) until its stdin gets a line.
+HOLD = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.readline()\n"
+)
+
+
+def test_replacing_generations_waits_while_another_process_holds_the_lake(tmp_path: Path) -> None:
+    """The plan step's own Delta transaction is made under the lake lock, like every MERGE."""
+    lake = Lake(tmp_path / "lake")
+    lake.create_all()
+    metrics = conform(PLAN_METRICS, pa.Table.from_pylist([{"generation_id": 1, "group_id": "g", "strategy": "range"}]))
+    written = [write_file(lake.path("plan_metrics"), metrics)]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(lake.root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        replacing = threading.Thread(target=replace_generations, args=(lake, "plan_metrics", written, {"g": 1}))
+        replacing.start()
+        replacing.join(timeout=1.0)
+        assert replacing.is_alive()  # waiting for the other process's turn
+        assert DeltaTable(lake.path("plan_metrics")).version() == 0
+    finally:
+        holder.communicate("\n", timeout=30)
+    replacing.join(timeout=30)
+    assert not replacing.is_alive()
+    assert lake.read_arrow("plan_metrics").num_rows == 1
