@@ -3,6 +3,9 @@
 The driver resolves a source into a `jobs.kernels.samples.SampleSource` (the Parquet row groups to read and which
 file column feeds each standard column); Spark tasks read them with `jobs.kernels.samples.read_units`. Other column
 names are mapped with `columns={"key": "message_key", ...}`.
+
+Every file is read through Arrow's own local file system, as `Lake.read_arrow` reads: delta-rs's default Python
+file handler leaves Python buffers in Arrow's IO threads, and one released while the interpreter exits aborts it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from jobs.io.lake import Lake
@@ -38,7 +42,7 @@ def resolve(
         files, constants, schema, physical = _delta_files(source)
     else:
         files, constants = _parquet_files(source), {}
-        schema = pq.read_schema(files[0])
+        schema = pq.read_schema(files[0], filesystem=pa_fs.LocalFileSystem())
     chosen = choose_columns(schema.names, columns or {})
     key_type = schema.field(chosen["key"]).type
     # delta-rs MERGE writes view types (binary_view / string_view); they hash like the plain ones.
@@ -57,7 +61,7 @@ def resolve(
             f"key column {chosen['key']!r} is {key_type}; it must be binary or string (the serialized key)"
         )
     in_files = {name: None if c is None else physical.get(c, c) for name, c in chosen.items()}
-    units = tuple((f, g) for f in files for g in range(max(pq.ParquetFile(f).num_row_groups, 1)))
+    units = tuple((f, g) for f in files for g in range(max(_row_groups(f), 1)))
     return SampleSource(units, in_files, constants, sample_id if source is None else None)
 
 
@@ -82,6 +86,11 @@ def choose_columns(available: Iterable[str], columns: Mapping[str, str]) -> dict
             "map one with --column NAME=SOURCE"
         )
     return chosen
+
+
+def _row_groups(path: str) -> int:
+    """How many row groups a local Parquet file has (its footer, read through Arrow's local file system)."""
+    return pq.ParquetFile(path, filesystem=pa_fs.LocalFileSystem()).num_row_groups
 
 
 def _parquet_files(source: str) -> list[str]:
@@ -123,7 +132,7 @@ def _delta_files(table: str) -> tuple[list[str], dict[str, dict[str, str]], pa.S
     schema = pa.schema([pa.field(name, pa.string()) for name in physical])
     if files:
         logical = {p: name for name, p in physical.items()}
-        file_schema = pq.read_schema(files[0])
+        file_schema = pq.read_schema(files[0], filesystem=pa_fs.LocalFileSystem())
         schema = pa.schema(
             [pa.field(logical.get(f.name, f.name), f.type) for f in file_schema]
             + [pa.field(c, pa.string()) for c in partition_columns]
@@ -135,7 +144,8 @@ def _latest_sample_id(table: str) -> str | None:
     """The sample set holding the newest record of a key_samples table."""
     from deltalake import DeltaTable
 
-    ids = DeltaTable(table).to_pyarrow_dataset().to_table(columns=["sample_id", "timestamp"])
+    local = pa_fs.SubTreeFileSystem(table, pa_fs.LocalFileSystem())
+    ids = DeltaTable(table).to_pyarrow_dataset(filesystem=local).to_table(columns=["sample_id", "timestamp"])
     if ids.num_rows == 0:
         return None
     newest = ids.group_by("sample_id").aggregate([("timestamp", "max")])

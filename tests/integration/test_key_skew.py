@@ -320,6 +320,29 @@ def test_lake_samples_use_the_newest_sample_set(lake):
         assert {r["bytes"] for r in rows} == {100}  # value_size stands in for bytes
 
 
+def test_samples_are_found_without_delta_rs_python_file_handler(lake, tmp_path: Path, monkeypatch):
+    """Read through Arrow's local file system: the handler's buffers, released by Arrow's IO threads while the
+    interpreter exits, aborted runs after their work was done."""
+    from deltalake import write_deltalake
+    from deltalake.fs import DeltaStorageHandler
+
+    from jobs.io.lake import rows_table
+    from jobs.steps.skew_input import resolve
+
+    lake.append(
+        "key_samples", rows_table("key_samples", [{"sample_id": "s", "topic": "t", "partition": 0, "offset": 0}])
+    )
+    write_deltalake(tmp_path / "delta", pa.table({"topic": ["t"], "key": [b"k"]}))
+    pq.write_table(pa.table({"topic": ["t"], "key": [b"k"]}), tmp_path / "plain.parquet")
+
+    def refused(*args, **kwargs):
+        raise AssertionError("read through delta-rs's Python file handler")
+
+    monkeypatch.setattr(DeltaStorageHandler, "from_table", refused)
+    for source in (None, str(tmp_path / "delta"), str(tmp_path / "plain.parquet")):
+        assert len(resolve(lake, source).units) == 1
+
+
 def test_option_parsing():
     assert parse_counts("orders=12, refunds=4") == {"orders": 12, "refunds": 4}
     assert parse_what_if("24,36,12-20:4") == (12, 16, 20, 24, 36)
