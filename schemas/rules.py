@@ -58,8 +58,8 @@ class Limits:
     Kafka itself allows up to 2^31 - 1 partitions per topic and members per group (int32; `group.max.size`
     defaults to Integer.MAX_VALUE, KAFKA-7641), but the largest real clusters hold about 200,000 partitions in
     all, and KRaft clusters are tested with a few million. Defaults: 1,000,000 partitions per topic and
-    2,000,000 per group (twice the largest assignor benchmark, bench/assignors.py, which plans 1,000,000
-    partitions in < 0.3 s and < 100 MB), 100,000 members (ten times its largest member count).
+    2,000,000 per group (twice the largest assignor benchmark, bench/assignors.py, where every assignor plans
+    1,000,000 partitions in under 0.5 s and 300 MB), 100,000 members (ten times its largest member count).
     """
 
     max_partitions_per_topic: int = 1_000_000
