@@ -1,15 +1,26 @@
-"""Diff: each candidate of a run against today's assignment, per member (`planner.plan_diff`), into `plan_diffs`."""
+"""Diff: each candidate of a run against today's assignment, per member (`planner.plan_diff`), into `plan_diffs`.
+
+Computed by Spark over the run's plan rows (the rule of `planner.plan_diff.member_diffs`: a member gains the
+partitions it holds after but not today, loses those it holds today but not after), so only the diff rows reach
+the driver, never the plans.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
 from jobs.context import RunContext
-from jobs.io.lake import Lake, rows_table
+from jobs.io.lake import Lake, conform
+from jobs.steps.gate import run_plans
 from jobs.steps.snapshot_docs import run_generations
 from planner.errors import InputError
-from planner.plan_diff import member_diffs
+from schemas.tables import PLAN_DIFFS
+
+CANDIDATE = ("generation_id", "group_id", "strategy")
 
 
 def run(ctx: RunContext) -> dict[str, int]:
@@ -17,44 +28,56 @@ def run(ctx: RunContext) -> dict[str, int]:
     generations = run_generations(ctx.lake, ctx.run_id)
     if not generations:
         return {}
-    plans = ctx.lake.read_arrow("plans", [("generation_id", "in", sorted(set(generations.values())))]).to_pylist()
-    members = _members(ctx.lake, ctx.run_id)
-    candidates: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in plans:
-        if generations.get(r["group_id"]) == r["generation_id"]:
-            candidates.setdefault((r["group_id"], r["strategy"]), []).append(r)
-    rows: list[dict[str, Any]] = []
-    for (group_id, strategy), partitions in sorted(candidates.items()):
-        today = {(r["topic"], r["partition"]): r["previous_member"] for r in partitions if r["previous_member"]}
-        after = {(r["topic"], r["partition"]): r["member"] for r in partitions if r["member"]}
-        for d in member_diffs(today, after, members.get(group_id, ())):
-            rows.append(
-                {
-                    "generation_id": generations[group_id],
-                    "group_id": group_id,
-                    "strategy": strategy,
-                    "member": d.member,
-                    "partitions_before": d.before,
-                    "partitions_after": d.after,
-                    "gained": [{"topic": t, "partition": p} for t, p in d.gained],
-                    "lost": [{"topic": t, "partition": p} for t, p in d.lost],
-                }
-            )
-    ctx.lake.merge("plan_diffs", rows_table("plan_diffs", rows))
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row["group_id"]] = counts.get(row["group_id"], 0) + 1
-    return counts
+    spark = ctx.spark
+    members = (
+        ctx.lake.read(spark, "snapshots")
+        .where((F.col("snapshot_id") == ctx.run_id) & (F.col("member_id") != ""))
+        .select("group_id", F.col("member_id").alias("member"))
+    )
+    rows = conform(PLAN_DIFFS, plan_diffs(run_plans(spark, ctx.lake, generations), members).toArrow())
+    ctx.lake.merge("plan_diffs", rows)
+    counts = rows.group_by("group_id").aggregate([("group_id", "count")])
+    return dict(zip(counts["group_id"].to_pylist(), counts["group_id_count"].to_pylist(), strict=True))
 
 
-def _members(lake: Lake, snapshot_id: str) -> dict[str, list[str]]:
-    """Every member of every group of the snapshot, so a member idle today and after still gets its row."""
-    rows = lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)]).select(["group_id", "member_id"])
-    out: dict[str, list[str]] = {}
-    for r in rows.to_pylist():
-        if r["member_id"]:
-            out.setdefault(r["group_id"], []).append(r["member_id"])
-    return out
+def plan_diffs(plans: DataFrame, members: DataFrame) -> DataFrame:
+    """A row per candidate and member (the group's snapshot members and everyone its plan rows name), with the
+    partitions held today and after and the sorted (topic, partition) lists gained and lost."""
+    candidates = plans.select(*CANDIDATE).distinct()
+    named = plans.select(*CANDIDATE, "member").unionByName(
+        plans.select(*CANDIDATE, F.col("previous_member").alias("member"))
+    )
+    everyone = (candidates.join(members, "group_id").select(*CANDIDATE, "member").unionByName(named).distinct()).where(
+        F.col("member").isNotNull()
+    )
+    after = _per_member(plans, "member", "previous_member", "partitions_after", "gained")
+    before = _per_member(plans, "previous_member", "member", "partitions_before", "lost")
+    none = F.array().cast("array<struct<topic:string,partition:int>>")
+    return (
+        everyone.join(after, [*CANDIDATE, "member"], "left")
+        .join(before, [*CANDIDATE, "member"], "left")
+        .select(
+            *CANDIDATE,
+            "member",
+            F.coalesce("partitions_before", F.lit(0)).alias("partitions_before"),
+            F.coalesce("partitions_after", F.lit(0)).alias("partitions_after"),
+            F.coalesce("gained", none).alias("gained"),
+            F.coalesce("lost", none).alias("lost"),
+        )
+    )
+
+
+def _per_member(plans: DataFrame, holder: str, other: str, count: str, changed: str) -> DataFrame:
+    """Per candidate and `holder` member: the partitions it holds, and the sorted ones `other` does not hold."""
+    moved: Column = F.col(other).isNull() | (F.col(other) != F.col(holder))
+    return (
+        plans.where(F.col(holder).isNotNull())
+        .groupBy(*CANDIDATE, F.col(holder).alias("member"))
+        .agg(
+            F.count("*").alias(count),
+            F.sort_array(F.collect_list(F.when(moved, F.struct("topic", "partition")))).alias(changed),
+        )
+    )
 
 
 def stored(lake: Lake, group_id: str, generation_id: int | None, strategy: str | None) -> list[dict[str, Any]]:
