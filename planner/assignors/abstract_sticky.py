@@ -12,9 +12,10 @@ unassigned partition to the least-loaded subscriber, topics with fewest subscrib
 reassignment loop is replaced by per-topic water-levelling, which ends exactly when its isBalanced holds.
 Java iterates members in HashMap order where the order matters; we use member id order, so results are
 deterministic. Rack matching (KIP-881) applies when members have racks, partitions have replica racks and some
-partitions live on only some racks (RackInfo, useRackAwareAssignment): the constrained builder then keeps only
-owned partitions on the owner's rack and deals partitions to members on their racks first, exactly as Kafka;
-the general builder (differing subscriptions) does not use racks here.
+partitions live on only some racks (RackInfo, useRackAwareAssignment), in both builders exactly as Kafka: owned
+partitions off the owner's rack are given up (racksMismatch); the constrained builder deals partitions to members
+on their racks first (assignRackAwareRoundRobin); the general builder hands each unassigned partition to the
+least-loaded subscriber on one of its racks (or without a rack) before handing the rest out without racks.
 
 Everything is array-based: owner[partition] (-1 = unassigned) and counts[member] (KAFKA-13398 scale: a million
 partitions and thousands of members in well under a second).
@@ -39,9 +40,10 @@ def sticky_assign(group: GroupSpec, *, prefer_rack_aware_logic: bool = False) ->
     owned, _ = previous_owners(group)
     if not group.members:
         return np.full(group.num_partitions, -1, dtype=np.int32)
+    racks = _rack_info(group, prefer_rack_aware_logic)  # assignPartitions builds RackInfo before either builder
     if _all_subscriptions_equal(group):
-        return _constrained_assign(group, owned, _rack_info(group, prefer_rack_aware_logic))
-    return _general_assign(group, owned)
+        return _constrained_assign(group, owned, racks)
+    return _general_assign(group, owned, racks)
 
 
 @dataclass(frozen=True)
@@ -238,27 +240,100 @@ def _repeat_ranges(lengths: np.ndarray) -> NDArray[np.int64]:
     return np.arange(total, dtype=np.int64) - starts
 
 
-def _general_assign(group: GroupSpec, owned: np.ndarray) -> np.ndarray:
+def _general_assign(group: GroupSpec, owned: np.ndarray, racks: _RackInfo | None) -> np.ndarray:
     """GeneralAssignmentBuilder.build: keep valid ownership, assign the rest greedily, then balance."""
     sub = group.subscribed_matrix()
     topic = group.topic_of(np.arange(group.num_partitions))
-    # assignOwnedPartitions: a claim survives only while its owner still subscribes to the topic.
+    # assignOwnedPartitions: a claim survives only while its owner still subscribes to the topic and, with
+    # rack-aware assignment, the partition has a replica on the owner's rack (racksMismatch); dropping either
+    # sets revocationRequired.
     valid = (owned >= 0) & sub[np.maximum(owned, 0), topic]
+    if racks is not None:
+        claimed = np.flatnonzero(valid)
+        valid[claimed[racks.mismatches(owned[claimed], claimed)]] = False
     revocation_required = bool(np.any((owned >= 0) & ~valid))
     owner = np.where(valid, owned, -1).astype(np.int32)
     counts = np.bincount(owner[owner >= 0], minlength=len(group.members)).astype(np.int64)
     subscribers = [np.flatnonzero(sub[:, t]) for t in range(len(group.topics))]
     # TopicComparator: topics with fewer potential consumers first, then by name (ids are name-ordered).
     order = sorted(np.flatnonzero(subscribed_topics(group)).tolist(), key=lambda t: (len(subscribers[t]), t))
+    # balance(): "First assign with rack matching and then assign any remaining without rack matching": the
+    # rack pass goes over every topic before the plain pass hands out what it left.
+    if racks is not None:
+        for t in order:
+            _assign_on_racks(group, racks, owner, counts, t, subscribers[t])
     for t in order:
         _assign_unassigned(group, owner, counts, t, subscribers[t])
     # balance(): "if we don't already need to revoke something due to subscription changes, first try to
     # balance by only moving newly added partitions", then move any. Each pass strictly lowers sum(counts**2),
-    # so both loops end, usually after one or two passes.
+    # so both loops end, usually after one or two passes. Racks change nothing here: performReassignments'
+    # rack branch ("Use consumer within rack if possible") moves a partition only when a subscriber on its rack
+    # has two fewer partitions, which the plain branch also finds, and both call reassignPartition, which
+    # picks the least-loaded subscriber whatever its rack.
     for fresh_only in [True, False] if not revocation_required else [False]:
         while any([_level(group, owner, counts, owned, t, subscribers[t], fresh_only) for t in order]):
             pass
     return owner
+
+
+def _assign_on_racks(
+    group: GroupSpec, racks: _RackInfo, owner: np.ndarray, counts: np.ndarray, t: int, eligible: np.ndarray
+) -> None:
+    """maybeAssign(partitionsToAssign, rackInfo, true) for one topic; partitions nobody matches stay unassigned."""
+    span = slice(int(group.topic_start[t]), int(group.topic_start[t + 1]))
+    free = np.flatnonzero(owner[span] < 0) + span.start
+    if len(free) == 0:
+        return
+    # maybeAssignPartition: the first of sortedCurrentSubscriptions (fewest partitions, then member id) that
+    # subscribes and does not racksMismatch: a member without a rack, or one on a rack of the partition's
+    # replicas. Members on one rack form a class (the rackless ones class n_racks); members on a rack holding
+    # no partition (UNKNOWN_RACK) mismatch every partition and are in none.
+    rack = racks.member_rack[eligible]
+    n_racks = len(racks.racks.names)
+    cls = np.where(rack == NO_RACK, n_racks, rack)
+    members = np.bincount(cls[cls >= 0], minlength=n_racks + 1)
+    sizes = np.diff(racks.racks.offsets)[free]
+    on = racks.racks.ids[np.repeat(racks.racks.offsets[free], sizes) + _repeat_ranges(sizes)]
+    matched = members[on] > 0
+    usable = on[matched]  # per free partition, in order: the classes on its racks
+    reach = np.bincount(np.repeat(np.arange(len(free)), sizes)[matched], minlength=len(free))
+    if (cls >= 0).all() and reach.min() == np.count_nonzero(members[:n_racks]):
+        _assign_unassigned(group, owner, counts, t, eligible)  # every subscriber matches every partition here
+        return
+    # Within a class the picks follow its water-fill slots, (count before the pick, member id) ascending, as
+    # many as the partitions it could take; a partition takes the smallest next slot among its classes. A
+    # sequential scan, as in Kafka: each pick moves one class on.
+    width = len(group.members)
+    slots: list[list[int]] = []
+    for c in range(n_racks + 1):
+        mine = eligible[cls == c]
+        cap = len(free) if c == n_racks else int(np.count_nonzero(usable == c))
+        if len(mine) == 0 or cap == 0:
+            slots.append([])
+            continue
+        base = counts[mine]
+        added = _water_fill(base, cap, tie=np.zeros(len(mine), dtype=np.int64))
+        keys = (np.repeat(base, added) + _repeat_ranges(added)) * width + np.repeat(mine, added)
+        slots.append(np.sort(keys).tolist())
+    never = 1 << 62
+    head = [s[0] if s else never for s in slots]
+    used = [0] * (n_racks + 1)
+    classes, bounds = usable.tolist(), np.concatenate([[0], np.cumsum(reach)]).tolist()
+    taken: list[int] = []
+    takers: list[int] = []
+    for i, p in enumerate(free.tolist()):
+        best, pick = head[n_racks], n_racks
+        for c in classes[bounds[i] : bounds[i + 1]]:
+            if head[c] < best:
+                best, pick = head[c], c
+        if best == never:
+            continue
+        taken.append(p)
+        takers.append(best % width)
+        used[pick] += 1
+        head[pick] = slots[pick][used[pick]] if used[pick] < len(slots[pick]) else never
+    owner[taken] = takers
+    counts += np.bincount(np.asarray(takers, dtype=np.int64), minlength=len(counts))
 
 
 def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, t: int, eligible: np.ndarray) -> None:
@@ -309,7 +384,7 @@ def _level(
     if anything moved. Movable: all of t's partitions, or with `fresh_only` those not owned by their holder.
 
     Holders keep what they can: the level's remainder goes to those holding most, and a holder gives up
-    partitions it did not own before first (stickiness), then its highest-numbered ones.
+    partitions it did not own before first (stickiness), then its lowest-numbered ones.
     """
     if len(subscribers) < 2:  # canTopicParticipateInReassignment
         return False
@@ -323,10 +398,11 @@ def _level(
         return False
     new_held = _water_fill(c - held, int(held.sum()), tie=held)
     give = held - new_held
-    # Which partitions each giver releases: not previously owned by it first, then highest partition first.
+    # Which partitions each giver releases: not previously owned by it first, then lowest partition first, as
+    # performReassignments walks the partitions in order and moves each one whose owner is still overloaded.
     parts = np.arange(span.start, span.stop)[movable]
     givers = slot[owner[parts]]
-    rank = np.lexsort((-parts, owned[parts] == owner[parts], givers))
+    rank = np.lexsort((parts, owned[parts] == owner[parts], givers))
     parts, givers = parts[rank], givers[rank]
     first_of = np.searchsorted(givers, np.arange(len(subscribers)))
     released = (np.arange(len(parts)) - first_of[givers]) < np.maximum(give, 0)[givers]

@@ -36,9 +36,12 @@ class CooperativeStickyAssignor:
     name = "cooperative-sticky"
     rebalance_protocol = "cooperative"
 
-    def assign(self, group: GroupSpec) -> np.ndarray:
-        """This round's owners: the sticky target minus partitions another member must revoke first."""
-        owner = sticky_assign(group)
+    def assign(self, group: GroupSpec, *, prefer_rack_aware_logic: bool = False) -> np.ndarray:
+        """This round's owners: the sticky target minus partitions another member must revoke first.
+
+        `prefer_rack_aware_logic` is Kafka's test hook AbstractPartitionAssignor.preferRackAwareLogic (sticky_assign).
+        """
+        owner = sticky_assign(group, prefer_rack_aware_logic=prefer_rack_aware_logic)
         # assignPartitions -> adjustAssignment(computePartitionsTransferringOwnership(...)): a partition newly
         # given to a member while another member still owns it is withheld until that member revoked it.
         return np.where(claimed_by_others(group, owner), -1, owner).astype(np.int32)

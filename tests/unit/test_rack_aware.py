@@ -1,6 +1,6 @@
-"""KIP-881 rack-aware client assignors: RangeAssignor and the sticky assignors' constrained builder (equal
-subscriptions). Kafka's test cases with racks, Java transcriptions as references on random groups, the documented
-guarantees, and the `partition_racks` input of the compact form.
+"""KIP-881 rack-aware client assignors: RangeAssignor and the sticky assignors' constrained (equal subscriptions)
+and general (differing subscriptions) builders. Kafka's test cases with racks, Java transcriptions as references on
+random groups, the documented guarantees, and the `partition_racks` input of the compact form.
 
 Upstream: apache/kafka clients, RangeAssignorTest, AbstractStickyAssignorTest (run as StickyAssignorTest and
 CooperativeStickyAssignorTest) and the helpers of AbstractPartitionAssignorTest (partitionInfos,
@@ -14,12 +14,13 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from planner import assign
 from planner.assignment import by_member
 from planner.assignors.abstract_sticky import sticky_assign
+from planner.assignors.cooperative_sticky import CooperativeStickyAssignor
 from planner.assignors.range import RangeAssignor
 from planner.errors import InputError
 from planner.group import NO_RACK, UNKNOWN_RACK, parse_group
@@ -613,12 +614,18 @@ def sticky(doc: dict, prefer: bool = False) -> dict[str, set[tuple[str, int]]]:
 
 
 def rack_doc(
-    topics: dict[str, int], rf: int, broker_racks: list, consumer_racks: list, owned: list[str] | None
+    topics: dict[str, int],
+    rf: int,
+    broker_racks: list,
+    consumer_racks: list,
+    owned: list[str] | None,
+    consumer_topics: list[list[str]] | None = None,
 ) -> dict:
-    """verifyRackAssignment's group: consumer0.. on `consumer_racks`, all subscribed to every topic."""
+    """verifyRackAssignment's group: consumer0.. on `consumer_racks`, subscribed to `consumer_topics` (default:
+    every topic)."""
     members = {
         f"consumer{i}": {
-            "topics": list(topics),
+            "topics": consumer_topics[i] if consumer_topics else list(topics),
             "rack": rack,
             "owned": [list(tp) for tp in sorted(tps(owned[i]))] if owned else [],
         }
@@ -878,6 +885,224 @@ def racked_equal_groups(draw: st.DrawFn) -> dict:
 @given(racked_equal_groups())
 def test_sticky_constrained_rack_path_matches_the_java_transcription(doc: dict):
     assert sticky(doc) == java_constrained(doc)
+
+
+# --- Sticky assignors, general builder (AbstractStickyAssignor.GeneralAssignmentBuilder, KIP-881) -------------
+
+
+NON_EQUAL_TOPICS = {"t1": 6, "t2": 7, "t3": 2}
+NON_EQUAL_SUBSCRIPTIONS = [["t1", "t2", "t3"], ["t1", "t2", "t3"], ["t1", "t3"]]
+
+
+def off_rack(doc: dict, result: dict[str, set[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """verifyRackAssignment's numMismatched: partitions of a consumer with a rack that holds no replica there."""
+    racks_of = doc["partition_racks"]
+    return [
+        tp
+        for m, spec in doc["members"].items()
+        if spec["rack"]
+        for tp in sorted(result[m])
+        if spec["rack"] not in racks_of[tp[0]][tp[1]]
+    ]
+
+
+def cooperative_round(doc: dict, prefer: bool = False) -> dict[str, set[tuple[str, int]]]:
+    """One CooperativeStickyAssignor.assignPartitions call: this round's partitions per member."""
+    spec = parse_group(doc)
+    owner = CooperativeStickyAssignor().assign(spec, prefer_rack_aware_logic=prefer)
+    assert check_plan(spec, owner, target=sticky_assign(spec, prefer_rack_aware_logic=prefer), balance=True) == []
+    parts = np.flatnonzero(owner >= 0)
+    return {m: set(p) for m, p in by_member(spec, parts, owner[parts]).items()}
+
+
+def verify_cooperative(
+    rf: int, broker_racks: list, owned: list[str], expected: list[str], mismatches: int, prefer: bool = False
+) -> None:
+    """verifyRackAssignment for CooperativeStickyAssignor with owned partitions, racks(3) consumers, non-equal
+    subscriptions: this round's assignment and its partitions off their consumer's rack."""
+    doc = rack_doc(NON_EQUAL_TOPICS, rf, broker_racks, racks(3), owned, NON_EQUAL_SUBSCRIPTIONS)
+    result = cooperative_round(doc, prefer)
+    assert result == {f"consumer{i}": tps(e) for i, e in enumerate(expected)}
+    assert len(off_rack(doc, result)) == mismatches, off_rack(doc, result)
+
+
+def verify_non_equal_subscription(
+    rf: int, broker_racks: list, consumer_racks: list, expected: list[str], mismatches: int, prefer: bool = False
+) -> None:
+    """AbstractStickyAssignorTest.verifyNonEqualSubscription: fresh (StickyAssignorTest: StickyAssignor reads no
+    ownership from these subscriptions), then owning the expected assignment (CooperativeStickyAssignorTest),
+    both giving the expected assignment with `mismatches` partitions off-rack (-1: not counted)."""
+    fresh = rack_doc(NON_EQUAL_TOPICS, rf, broker_racks, consumer_racks, None, NON_EQUAL_SUBSCRIPTIONS)
+    owning = rack_doc(NON_EQUAL_TOPICS, rf, broker_racks, consumer_racks, expected, NON_EQUAL_SUBSCRIPTIONS)
+    want = {f"consumer{i}": tps(e) for i, e in enumerate(expected)}
+    for doc, result in ((fresh, sticky(fresh, prefer)), (owning, cooperative_round(owning, prefer))):
+        assert result == want
+        if mismatches >= 0:
+            assert len(off_rack(doc, result)) == mismatches, off_rack(doc, result)
+
+
+STICKY_NON_EQUAL = ["t1-5, t2-0, t2-2, t2-4, t2-6", "t1-3, t2-1, t2-3, t2-5, t3-0", "t1-0, t1-1, t1-2, t1-4, t3-1"]
+STICKY_NON_EQUAL_RF1 = ["t1-3, t2-0, t2-2, t2-3, t2-6", "t1-4, t2-1, t2-4, t2-5, t3-0", "t1-0, t1-1, t1-2, t1-5, t3-1"]
+
+
+def test_sticky_rack_aware_assignment_with_non_equal_subscription():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription (StickyAssignorTest and
+    CooperativeStickyAssignorTest), the verifyNonEqualSubscription cases"""
+    verify_non_equal_subscription(3, null_racks(3), racks(3), STICKY_NON_EQUAL, -1)
+    verify_non_equal_subscription(3, racks(3), null_racks(3), STICKY_NON_EQUAL, -1)
+    verify_non_equal_subscription(3, racks(3), racks(3), STICKY_NON_EQUAL, 0, prefer=True)
+    verify_non_equal_subscription(4, racks(4), racks(3), STICKY_NON_EQUAL, 0, prefer=True)
+    verify_non_equal_subscription(3, racks(3), racks(3), STICKY_NON_EQUAL, 0)
+    verify_non_equal_subscription(3, racks(3), ["d", "e", "f"], STICKY_NON_EQUAL, -1)
+    verify_non_equal_subscription(3, racks(3), [None, "e", "f"], STICKY_NON_EQUAL, -1)
+    # Rack-aligned for lower replication factors, best effort: consumer2 (t1 and t3 only) is the one consumer on
+    # rack c, so t2's partitions on c go elsewhere, and balance takes two partitions of t1 off their racks.
+    verify_non_equal_subscription(1, racks(3), racks(3), STICKY_NON_EQUAL_RF1, 4)
+    rf2 = ["t1-3, t2-0, t2-2, t2-5, t2-6", "t1-0, t2-1, t2-3, t2-4, t3-0", "t1-1, t1-2, t1-4, t1-5, t3-1"]
+    verify_non_equal_subscription(2, racks(3), racks(3), rf2, 0)
+    # One consumer on a rack with no partitions: it gets misaligned partitions to keep the balance.
+    verify_non_equal_subscription(3, racks(2), racks(3), STICKY_NON_EQUAL, 5)
+
+
+def test_cooperative_sticky_rack_aware_non_equal_subscription_improves_misaligned_ownership():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription, run as
+    CooperativeStickyAssignorTest: owned partitions off their owner's rack are given up (racksMismatch,
+    revocationRequired); the first round keeps only what stays, the next one completes the rack-aware
+    assignment (alignment attempted, not guaranteed)."""
+    intermediate = ["t1-3", "t2-1", "t3-1"]
+    verify_cooperative(1, racks(3), OWNED, intermediate, 0)
+    verify_cooperative(1, racks(3), intermediate, STICKY_NON_EQUAL_RF1, 4)
+
+
+@pytest.mark.parametrize("prefer", [False, True])
+def test_cooperative_sticky_non_equal_subscription_with_matching_racks_is_the_plain_result(prefer: bool):
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription, run as
+    CooperativeStickyAssignorTest: "result is same as non-rack-aware assignment if all racks match", with and
+    without preferRackAwareLogic"""
+    intermediate = ["t1-2, t1-3, t1-4", "t2-0, t2-1, t2-2, t2-3", "t3-0, t3-1"]
+    final = ["t1-2, t1-3, t1-4, t2-4, t2-5", "t2-0, t2-1, t2-2, t2-3, t2-6", "t1-0, t1-1, t1-5, t3-0, t3-1"]
+    verify_cooperative(3, racks(3), OWNED, intermediate, 0, prefer)
+    verify_cooperative(3, racks(3), intermediate, final, 0, prefer)
+    # Without any rack, the same two rounds.
+    plain = rack_doc(NON_EQUAL_TOPICS, 3, null_racks(3), null_racks(3), OWNED, NON_EQUAL_SUBSCRIPTIONS)
+    assert cooperative_round(plain) == {f"consumer{i}": tps(e) for i, e in enumerate(intermediate)}
+
+
+def test_sticky_rack_aware_non_equal_subscription_ignores_ownership_it_cannot_read():
+    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription (StickyAssignorTest):
+    the misaligned and the matching-racks cases give the fresh assignments (no user data, no ownership)."""
+    verify_non_equal_subscription(1, racks(3), racks(3), STICKY_NON_EQUAL_RF1, 4)
+    for prefer in (False, True):
+        doc = rack_doc(NON_EQUAL_TOPICS, 3, racks(3), racks(3), None, NON_EQUAL_SUBSCRIPTIONS)
+        assert sticky(doc, prefer) == {f"consumer{i}": tps(e) for i, e in enumerate(STICKY_NON_EQUAL)}
+
+
+def java_general_assign(doc: dict, prefer: bool = False) -> tuple[dict[str, set[tuple[str, int]]], bool]:
+    """GeneralAssignmentBuilder.build with RackInfo up to balance()'s two maybeAssign passes, transcribed line
+    by line (members in id order, one generation), and whether isBalanced then holds (performReassignments
+    moves nothing)."""
+    spec = parse_group(doc)
+    partitions_per_topic = {
+        t: n for t, n in doc["topics"].items() if any(t in m["topics"] for m in doc["members"].values())
+    }
+    topic2consumers: dict[str, list[str]] = {t: [] for t in partitions_per_topic}
+    consumer2topics = {}
+    for c in sorted(doc["members"]):
+        consumer2topics[c] = [t for t in doc["members"][c]["topics"] if t in partitions_per_topic]
+        for t in consumer2topics[c]:
+            topic2consumers[t].append(c)
+    racks_of = {
+        (t, p): set(doc["partition_racks"][t][p]) for t in partitions_per_topic for p in range(doc["topics"][t])
+    }
+    every = set().union(*racks_of.values()) if racks_of else set()
+    consumer_rack = {m: r for m, s in doc["members"].items() if (r := s.get("rack"))}
+    use = bool(consumer_rack) and not set(consumer_rack.values()).isdisjoint(every)
+    use = use and (prefer or any(r != every for r in racks_of.values()))
+    member_rack = consumer_rack if use else {}
+
+    def racks_mismatch(c: str, tp: tuple[str, int]) -> bool:
+        return c in member_rack and member_rack[c] not in racks_of[tp]
+
+    current: dict[str, list[tuple[str, int]]] = {c: [] for c in doc["members"]}
+    for c, parts in previous_owned(spec).items():  # assignOwnedPartitions
+        current[c] = [tp for tp in parts if tp[0] in consumer2topics[c] and not racks_mismatch(c, tp)]
+    kept = {tp for parts in current.values() for tp in parts}
+    sorted_topics = sorted(partitions_per_topic, key=lambda t: (len(topic2consumers[t]), t))
+    unassigned = [(t, p) for t in sorted_topics for p in range(partitions_per_topic[t]) if (t, p) not in kept]
+
+    def maybe_assign(partitions: list[tuple[str, int]], rack_aware: bool) -> list[tuple[str, int]]:
+        left = []
+        for tp in partitions:
+            for c in sorted(current, key=lambda c: (len(current[c]), c)):  # sortedCurrentSubscriptions
+                if tp[0] in consumer2topics[c] and not (rack_aware and racks_mismatch(c, tp)):
+                    current[c].append(tp)
+                    break
+            else:
+                left.append(tp)
+        return left
+
+    if member_rack:  # "First assign with rack matching and then assign any remaining without rack matching"
+        unassigned = maybe_assign(unassigned, True)
+    maybe_assign(unassigned, False)
+    counts = {c: len(parts) for c, parts in current.items()}
+    owner_of = {tp: c for c, parts in current.items() for tp in parts}
+    balanced = all(  # isBalanced
+        counts[c] + 1 >= counts[owner_of[(t, p)]]
+        for c in current
+        for t in consumer2topics[c]
+        for p in range(partitions_per_topic[t])
+    )
+    return {c: set(parts) for c, parts in current.items()}, balanced
+
+
+@st.composite
+def racked_general_groups(draw: st.DrawFn) -> dict:
+    """Random groups with differing subscriptions, racks on members and partitions, sometimes owned partitions."""
+    doc = draw(racked_groups())
+    partitions = [[t, p] for t, n in doc["topics"].items() for p in range(n)] or [["t0", 0]]
+    for member in doc["members"].values():
+        member["owned"] = draw(st.lists(st.sampled_from(partitions), max_size=6))
+    assume(len({tuple(sorted(m["topics"])) for m in doc["members"].values()}) > 1)
+    return doc
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(racked_general_groups())
+def test_sticky_general_rack_path_matches_the_java_transcription_when_no_reassignment_is_needed(doc: dict):
+    """Where Kafka's assignment is balanced after the rack-matching and plain maybeAssign passes, its
+    performReassignments moves nothing, and neither does the levelling here: both results are the same."""
+    expected, balanced = java_general_assign(doc)
+    assume(balanced)
+    assert sticky(doc) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(racked_general_groups())
+def test_sticky_general_rack_path_is_valid_and_balanced(doc: dict):
+    """AbstractStickyAssignor's guarantees with racks: every partition once, only to subscribers, balanced as
+    isBalanced asks, and the cooperative round revokes before it reassigns."""
+    sticky(doc)  # checks: exactly once, only subscribed, balanced
+    cooperative_round(doc)  # checks: at most once, the cooperative rule, its target exactly once and balanced
+
+
+@settings(max_examples=200, deadline=None)
+@given(racked_general_groups(), st.data())
+def test_sticky_general_with_racks_that_all_match_is_the_plain_result(doc: dict, data: st.DataObject):
+    """testRackAwareAssignmentWithNonEqualSubscription's "same as non-rack-aware assignment if all racks match":
+    every partition on every rack and each member on one of them or on none (preferRackAwareLogic or not),
+    or every member on a rack holding no replica: the assignment without racks, owned partitions included."""
+    plain = {m: {**s, "rack": None} for m, s in doc["members"].items()}
+    expected = sticky({"topics": doc["topics"], "members": plain})
+    everywhere = {t: [["a", "b", "c"]] * n for t, n in doc["topics"].items()}
+    matching = {m: {**s, "rack": data.draw(st.sampled_from([None, "a", "b", "c"]))} for m, s in plain.items()}
+    elsewhere = {m: {**s, "rack": data.draw(st.sampled_from(["x", "y"]))} for m, s in plain.items()}
+    for members in (matching, elsewhere):
+        for prefer in (False, True):
+            assert (
+                sticky({"topics": doc["topics"], "members": members, "partition_racks": everywhere}, prefer) == expected
+            )
+    assert sticky({**doc, "members": elsewhere}) == expected
 
 
 # --- The compact form's partition_racks ------------------------------------------------------------------------
