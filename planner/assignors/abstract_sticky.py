@@ -291,49 +291,49 @@ def _assign_on_racks(
     rack = racks.member_rack[eligible]
     n_racks = len(racks.racks.names)
     cls = np.where(rack == NO_RACK, n_racks, rack)
-    members = np.bincount(cls[cls >= 0], minlength=n_racks + 1)
-    sizes = np.diff(racks.racks.offsets)[free]
+    class_size = np.bincount(cls[cls >= 0], minlength=n_racks + 1)
+    sizes = racks.racks.offsets[free + 1] - racks.racks.offsets[free]
     on = racks.racks.ids[np.repeat(racks.racks.offsets[free], sizes) + _repeat_ranges(sizes)]
-    matched = members[on] > 0
+    matched = class_size[on] > 0
     usable = on[matched]  # per free partition, in order: the classes on its racks
-    reach = np.bincount(np.repeat(np.arange(len(free)), sizes)[matched], minlength=len(free))
-    if (cls >= 0).all() and reach.min() == np.count_nonzero(members[:n_racks]):
+    row = np.repeat(np.arange(len(free)), sizes)[matched]
+    reach = np.bincount(row, minlength=len(free))
+    if (cls >= 0).all() and reach.min() == np.count_nonzero(class_size[:n_racks]):
         _assign_unassigned(group, owner, counts, t, eligible)  # every subscriber matches every partition here
         return
     # Within a class the picks follow its water-fill slots, (count before the pick, member id) ascending, as
-    # many as the partitions it could take; a partition takes the smallest next slot among its classes. A
-    # sequential scan, as in Kafka: each pick moves one class on.
-    width = len(group.members)
+    # many as the partitions it could take, then a sentinel; a partition takes the smallest next slot among
+    # its classes. A sequential scan, as in Kafka: each pick moves one class on.
+    width, never = len(group.members), 1 << 62
     slots: list[list[int]] = []
     for c in range(n_racks + 1):
         mine = eligible[cls == c]
         cap = len(free) if c == n_racks else int(np.count_nonzero(usable == c))
-        if len(mine) == 0 or cap == 0:
-            slots.append([])
-            continue
-        base = counts[mine]
-        added = _water_fill(base, cap, tie=np.zeros(len(mine), dtype=np.int64))
-        keys = (np.repeat(base, added) + _repeat_ranges(added)) * width + np.repeat(mine, added)
-        slots.append(np.sort(keys).tolist())
-    never = 1 << 62
-    head = [s[0] if s else never for s in slots]
+        added = _water_fill(counts[mine], cap, tie=np.zeros(len(mine), dtype=np.int64)) if len(mine) else mine
+        keys = (np.repeat(counts[mine], added) + _repeat_ranges(added)) * width + np.repeat(mine, added)
+        slots.append([*np.sort(keys).tolist(), never])
+    # The classes each partition can use, one tuple per distinct set (few): rows padded with -1, made unique.
+    table = np.full((len(free), int(reach.max(initial=0))), -1, dtype=np.int64)
+    table[row, np.arange(len(row)) - np.repeat(np.cumsum(reach) - reach, reach)] = usable
+    distinct, kind = np.unique(table, axis=0, return_inverse=True)
+    rackless = [n_racks] if class_size[n_racks] else []
+    choices = [(*rackless, *(c for c in r if c >= 0)) for r in distinct.tolist()]
+    head = [s[0] for s in slots]
     used = [0] * (n_racks + 1)
-    classes, bounds = usable.tolist(), np.concatenate([[0], np.cumsum(reach)]).tolist()
-    taken: list[int] = []
-    takers: list[int] = []
-    for i, p in enumerate(free.tolist()):
-        best, pick = head[n_racks], n_racks
-        for c in classes[bounds[i] : bounds[i + 1]]:
+    picked = [never] * len(free)
+    for i, k in enumerate(kind.ravel().tolist()):
+        best, pick = never, -1
+        for c in choices[k]:
             if head[c] < best:
                 best, pick = head[c], c
-        if best == never:
-            continue
-        taken.append(p)
-        takers.append(best % width)
-        used[pick] += 1
-        head[pick] = slots[pick][used[pick]] if used[pick] < len(slots[pick]) else never
-    owner[taken] = takers
-    counts += np.bincount(np.asarray(takers, dtype=np.int64), minlength=len(counts))
+        if pick >= 0:
+            picked[i] = best
+            used[pick] += 1
+            head[pick] = slots[pick][used[pick]]
+    keys = np.asarray(picked, dtype=np.int64)
+    done = keys != never
+    owner[free[done]] = keys[done] % width
+    counts += np.bincount(keys[done] % width, minlength=len(counts))
 
 
 def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, t: int, eligible: np.ndarray) -> None:
