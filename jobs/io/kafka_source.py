@@ -506,9 +506,12 @@ def _read_tail(
                         rows["key"].append(r.key)
                         rows["value_size"].append(max(r.serialized_value_size, 0))
                         rows["timestamp"].append(r.timestamp * 1000 if r.timestamp >= 0 else None)
-                    if consumer.position(tp) >= end[tp]:
-                        todo.discard(tp)
-                        consumer.pause(tp)
+                # Every partition still to read, returned records or not: the position also moves past control
+                # records (transaction markers) that poll never returns. Each position is known after the seek,
+                # so asking for it needs no round trip.
+                for tp in [tp for tp in todo if consumer.position(tp) >= end[tp]]:
+                    todo.discard(tp)
+                    consumer.pause(tp)
             if todo and (max_records is None or len(rows["key"]) < max_records):
                 raise SourceTimeoutError(_unfinished(settings, todo, reached, end, timeout_s))
     finally:
