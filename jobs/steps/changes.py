@@ -4,11 +4,12 @@ stored as JSON in the `changes` column of the run's generations."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from jobs.context import RunContext
-from jobs.io.lake import rows_table
-from jobs.steps.snapshot_docs import previous_snapshot_id, run_generations, snapshot_documents
+from jobs.io.lake import Lake, rows_table
+from jobs.steps.snapshot_docs import previous_snapshot_ids, run_generations, snapshot_documents
 from planner.changes import group_changes
 
 
@@ -16,11 +17,12 @@ def run(ctx: RunContext) -> dict[str, Any]:
     """Compare each planned group of snapshot `ctx.run_id` with its previous snapshot; returns group -> changed."""
     generations = run_generations(ctx.lake, ctx.run_id)
     current = snapshot_documents(ctx.lake, ctx.run_id, set(generations))
+    previous_ids = previous_snapshot_ids(ctx.lake, set(current), ctx.run_id)
+    previous = previous_documents(ctx.lake, previous_ids)
     rows, out = [], {}
     for group_id, doc in current.items():
-        previous_id = previous_snapshot_id(ctx.lake, group_id, ctx.run_id)
-        previous = snapshot_documents(ctx.lake, previous_id, {group_id})[group_id] if previous_id else None
-        changes = {"previous_snapshot_id": previous_id, **group_changes(previous, doc)}
+        previous_id = previous_ids.get(group_id)
+        changes = {"previous_snapshot_id": previous_id, **group_changes(previous.get(group_id), doc)}
         rows.append(
             {
                 "group_id": group_id,
@@ -31,3 +33,11 @@ def run(ctx: RunContext) -> dict[str, Any]:
         out[group_id] = changes["changed"]
     ctx.lake.update("generations", rows_table("generations", rows), ["changes"])
     return out
+
+
+def previous_documents(lake: Lake, previous_ids: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """group id -> its document in its previous snapshot, each previous snapshot read once."""
+    docs: dict[str, dict[str, Any]] = {}
+    for snapshot_id in sorted(set(previous_ids.values())):
+        docs |= snapshot_documents(lake, snapshot_id, {g for g, s in previous_ids.items() if s == snapshot_id})
+    return docs

@@ -68,15 +68,22 @@ def _pairs(tps: list[Mapping[str, Any]] | None) -> list[list[Any]]:
     return [[tp["topic"], tp["partition"]] for tp in tps or []]
 
 
-def previous_snapshot_id(lake: Lake, group_id: str, snapshot_id: str) -> str | None:
-    """The group's snapshot captured just before `snapshot_id` (by capture time, then id), if any."""
-    rows = lake.read_arrow("snapshots", [("group_id", "=", group_id)]).select(["snapshot_id", "captured_at"])
-    moments = sorted({(r["captured_at"], r["snapshot_id"]) for r in rows.to_pylist()})
-    ids = [s for _, s in moments]
-    if snapshot_id not in ids:
-        return None
-    at = ids.index(snapshot_id)
-    return ids[at - 1] if at > 0 else None
+def previous_snapshot_ids(lake: Lake, groups: set[str], snapshot_id: str) -> dict[str, str]:
+    """Each group's snapshot captured just before `snapshot_id` (by capture time, then id), for the groups that
+    have one; the snapshots table is read once for all of them."""
+    rows = lake.read_arrow("snapshots", [("group_id", "in", sorted(groups))]).select(
+        ["group_id", "snapshot_id", "captured_at"]
+    )
+    moments: dict[str, set[tuple[Any, str]]] = {}
+    for r in rows.to_pylist():
+        moments.setdefault(r["group_id"], set()).add((r["captured_at"], r["snapshot_id"]))
+    out = {}
+    for group_id, taken in moments.items():
+        ids = [s for _, s in sorted(taken)]
+        at = ids.index(snapshot_id) if snapshot_id in ids else 0
+        if at > 0:
+            out[group_id] = ids[at - 1]
+    return out
 
 
 def run_generations(lake: Lake, run_id: str) -> dict[str, int]:
