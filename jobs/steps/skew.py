@@ -279,10 +279,10 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
     """Measure key skew for run `ctx.run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
     options = options or SkewOptions()
     spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
-    counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
         return KEY_SKEW_SUMMARY.schema.empty_table()  # nothing sampled: nothing to measure or write
+    counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:
