@@ -947,7 +947,8 @@ STICKY_NON_EQUAL_RF1 = ["t1-3, t2-0, t2-2, t2-3, t2-6", "t1-4, t2-1, t2-4, t2-5,
 
 def test_sticky_rack_aware_assignment_with_non_equal_subscription():
     """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription (StickyAssignorTest and
-    CooperativeStickyAssignorTest), the verifyNonEqualSubscription cases"""
+    CooperativeStickyAssignorTest), the verifyNonEqualSubscription cases. StickyAssignorTest's owned-partition
+    cases are these fresh runs again: its subscriptions carry no user data, so it reads no ownership."""
     verify_non_equal_subscription(3, null_racks(3), racks(3), STICKY_NON_EQUAL, -1)
     verify_non_equal_subscription(3, racks(3), null_racks(3), STICKY_NON_EQUAL, -1)
     verify_non_equal_subscription(3, racks(3), racks(3), STICKY_NON_EQUAL, 0, prefer=True)
@@ -988,16 +989,7 @@ def test_cooperative_sticky_non_equal_subscription_with_matching_racks_is_the_pl
     assert cooperative_round(plain) == {f"consumer{i}": tps(e) for i, e in enumerate(intermediate)}
 
 
-def test_sticky_rack_aware_non_equal_subscription_ignores_ownership_it_cannot_read():
-    """Kafka: AbstractStickyAssignorTest.testRackAwareAssignmentWithNonEqualSubscription (StickyAssignorTest):
-    the misaligned and the matching-racks cases give the fresh assignments (no user data, no ownership)."""
-    verify_non_equal_subscription(1, racks(3), racks(3), STICKY_NON_EQUAL_RF1, 4)
-    for prefer in (False, True):
-        doc = rack_doc(NON_EQUAL_TOPICS, 3, racks(3), racks(3), None, NON_EQUAL_SUBSCRIPTIONS)
-        assert sticky(doc, prefer) == {f"consumer{i}": tps(e) for i, e in enumerate(STICKY_NON_EQUAL)}
-
-
-def java_general_assign(doc: dict, prefer: bool = False) -> tuple[dict[str, set[tuple[str, int]]], bool]:
+def java_general_assign(doc: dict) -> tuple[dict[str, set[tuple[str, int]]], bool]:
     """GeneralAssignmentBuilder.build with RackInfo up to balance()'s two maybeAssign passes, transcribed line
     by line (members in id order, one generation), and whether isBalanced then holds (performReassignments
     moves nothing)."""
@@ -1017,7 +1009,7 @@ def java_general_assign(doc: dict, prefer: bool = False) -> tuple[dict[str, set[
     every = set().union(*racks_of.values()) if racks_of else set()
     consumer_rack = {m: r for m, s in doc["members"].items() if (r := s.get("rack"))}
     use = bool(consumer_rack) and not set(consumer_rack.values()).isdisjoint(every)
-    use = use and (prefer or any(r != every for r in racks_of.values()))
+    use = use and any(r != every for r in racks_of.values())
     member_rack = consumer_rack if use else {}
 
     def racks_mismatch(c: str, tp: tuple[str, int]) -> bool:
@@ -1077,7 +1069,7 @@ def test_sticky_general_rack_path_matches_the_java_transcription_when_no_reassig
     assert sticky(doc) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(racked_general_groups())
 def test_sticky_general_rack_path_is_valid_and_balanced(doc: dict):
     """AbstractStickyAssignor's guarantees with racks: every partition once, only to subscribers, balanced as
@@ -1086,7 +1078,7 @@ def test_sticky_general_rack_path_is_valid_and_balanced(doc: dict):
     cooperative_round(doc)  # checks: at most once, the cooperative rule, its target exactly once and balanced
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(racked_general_groups(), st.data())
 def test_sticky_general_with_racks_that_all_match_is_the_plain_result(doc: dict, data: st.DataObject):
     """testRackAwareAssignmentWithNonEqualSubscription's "same as non-rack-aware assignment if all racks match":
