@@ -19,12 +19,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from planner.errors import InputError
 from schemas.reader import read_json_documents
 from schemas.rules import Limits, document_errors, parse_timestamp
+from schemas.tables import PARTITION_OFFSETS, TOPIC_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,7 @@ def ingest_documents(
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     result = IngestResult(snapshot_id)
     members: list[dict[str, Any]] = []
-    partitions: dict[tuple[str, int], dict[str, Any]] = {}
-    offsets: list[dict[str, Any]] = []
+    offsets = OffsetColumns()
     quarantine: list[dict[str, Any]] = []
     counts: dict[str, tuple[int, str]] = {}
     limits = Limits.from_env()
@@ -105,26 +109,13 @@ def ingest_documents(
         doc = raw.doc
         result.groups.append(doc["group_id"])
         members += _member_rows(doc, snapshot_id, received_at, source)
-        group_offsets = _offset_rows(doc, snapshot_id)
-        offsets += group_offsets
+        offsets.add(doc)
         for topic, n in doc["topics"].items():
             counts[topic] = (n, doc["group_id"])
-            for p in range(n):
-                partitions.setdefault(
-                    (topic, p),
-                    {
-                        "snapshot_id": snapshot_id,
-                        "topic": topic,
-                        "partition": p,
-                        "partition_count": n,
-                        "end_offset": None,
-                    },
-                )
-        for row in group_offsets:
-            if row["end_offset"] is not None:
-                partitions[(row["topic"], row["partition"])]["end_offset"] = row["end_offset"]
-    lake.merge("topic_partitions", rows_table("topic_partitions", list(partitions.values())))
-    lake.merge("partition_offsets", rows_table("partition_offsets", offsets))
+    offset_rows = offsets.table(snapshot_id)
+    partition_rows = topic_partitions({t: n for t, (n, _) in counts.items()}, offset_rows, snapshot_id)
+    lake.merge("topic_partitions", partition_rows)
+    lake.merge("partition_offsets", offset_rows)
     lake.merge("quarantine", rows_table("quarantine", quarantine))
     lake.merge("snapshots", rows_table("snapshots", members))  # last: the snapshot is complete once it is here
     return result
@@ -253,20 +244,63 @@ def _protocol_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _offset_rows(doc: Mapping[str, Any], snapshot_id: str) -> list[dict[str, Any]]:
-    rows = []
-    for o in doc.get("offsets") or []:
-        committed, end = o.get("committed"), o.get("end")
-        lag = end - committed if committed is not None and committed >= 0 and end is not None else None
-        rows.append(
-            {
-                "snapshot_id": snapshot_id,
-                "group_id": doc["group_id"],
-                "topic": o["topic"],
-                "partition": o["partition"],
-                "committed": committed,
-                "end_offset": end,
-                "lag": lag,
-            }
-        )
-    return rows
+@dataclass
+class OffsetColumns:
+    """The snapshot's `partition_offsets` rows, gathered column by column (a group may have a million)."""
+
+    group_id: list[str] = field(default_factory=list)
+    topic: list[str] = field(default_factory=list)
+    partition: list[int] = field(default_factory=list)
+    committed: list[int | None] = field(default_factory=list)
+    end: list[int | None] = field(default_factory=list)
+
+    def add(self, doc: Mapping[str, Any]) -> None:
+        """Append a valid group document's offsets."""
+        offsets = doc.get("offsets") or []
+        self.group_id += [doc["group_id"]] * len(offsets)
+        for o in offsets:
+            self.topic.append(o["topic"])
+            self.partition.append(o["partition"])
+            self.committed.append(o.get("committed"))
+            self.end.append(o.get("end"))
+
+    def table(self, snapshot_id: str) -> pa.Table:
+        """The rows, lag = end - committed where both are known and committed is not negative (none committed)."""
+        committed, end = pa.array(self.committed, pa.int64()), pa.array(self.end, pa.int64())
+        lag = pc.if_else(pc.greater_equal(committed, 0), pc.subtract(end, committed), pa.scalar(None, pa.int64()))
+        columns = {
+            "snapshot_id": pa.array([snapshot_id] * len(self.topic), pa.string()),
+            "group_id": pa.array(self.group_id, pa.string()),
+            "topic": pa.array(self.topic, pa.string()),
+            "partition": pa.array(self.partition, pa.int32()),
+            "committed": committed,
+            "end_offset": end,
+            "lag": lag,
+        }
+        return pa.table(columns, schema=PARTITION_OFFSETS.schema)
+
+
+def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: str) -> pa.Table:
+    """Every partition of every topic with its count, and its end offset as the last group listing it gave it."""
+    topics = list(counts)
+    sizes = np.array([counts[t] for t in topics], dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(sizes)])
+    topic_of = np.repeat(np.arange(len(topics), dtype=np.int32), sizes)
+    partition = np.arange(start[-1]) - start[topic_of]
+    known = offsets.filter(pc.is_valid(offsets.column("end_offset")))
+    t = pc.index_in(known.column("topic"), value_set=pa.array(topics, pa.string())).to_numpy(zero_copy_only=False)
+    at = start[t.astype(np.int64)] + known.column("partition").to_numpy().astype(np.int64)
+    # The last listing of a partition wins: its first occurrence in the reversed order.
+    ids, last = np.unique(at[::-1], return_index=True)
+    end = np.zeros(len(partition), dtype=np.int64)
+    end[ids] = known.column("end_offset").to_numpy()[::-1][last]
+    missing = np.ones(len(partition), dtype=bool)
+    missing[ids] = False
+    columns = {
+        "snapshot_id": pa.array([snapshot_id] * len(partition), pa.string()),
+        "topic": pa.DictionaryArray.from_arrays(topic_of, pa.array(topics, pa.string())).cast(pa.string()),
+        "partition": pa.array(partition.astype(np.int32)),
+        "partition_count": pa.array(sizes[topic_of].astype(np.int32)),
+        "end_offset": pa.array(end, mask=missing),
+    }
+    return pa.table(columns, schema=TOPIC_PARTITIONS.schema)
