@@ -14,6 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake.exceptions import TableNotFoundError
 
 from jobs.report.reader import Filters, Read
@@ -91,19 +93,20 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     changes = _json(generation.get("changes", parameters.get("changes")))
     run_id, snapshot_id = generation.get("run_id"), generation.get("snapshot_id")
 
-    plans = rows(read, "plans", keys, PLAN_COLUMNS)
+    # Every candidate's plan rows stay Arrow (a million-partition group has millions); the chosen one's become rows.
+    plans = table(read, "plans", keys, PLAN_COLUMNS)
     metrics = rows(read, "plan_metrics", keys)
     chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
-    target = [r for r in plans if r["strategy"] == chosen]
+    target = candidate_rows(plans, chosen)
     roster, today = _today(read, group_id, snapshot_id)
-    topics = sorted({r["topic"] for r in plans} | {t for t, _ in today})
+    topics = sorted(set(_distinct(plans, "topic")) | {t for t, _ in today})
     run = [("topic", "in", topics), ("run_id", "=", run_id)]
 
     skew = rows(read, "key_skew", run, SKEW_COLUMNS)
     offsets = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
     lags = _lags(rows(read, "partition_offsets", offsets, ("topic", "partition", "committed", "end_offset", "lag")))
     partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
-    members = sorted(set(roster) | {r["member"] for r in plans if r.get("member") is not None})
+    members = sorted(set(roster) | (set(_distinct(plans, "member")) - {None}))
     summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
     current = {r["topic"]: r["partition_count"] for r in summary if r.get("current")}
     return GenerationReport(
@@ -152,14 +155,31 @@ def groups(read: Read) -> Rows:
 
 def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> Rows:
     """A table's rows as dicts (only `columns`, those the table has, when given); a missing table reads as empty."""
-    if filters and any(op == "=" and value is None for _, op, value in filters):
-        return []  # a lookup on a missing id (e.g. no run id) matches nothing
-    try:
-        table = read(name, list(filters) if filters else None)
-    except TableNotFoundError:
-        return []
     # Selecting first spares converting columns nobody shows (timestamps cost most) into Python objects.
-    return (table.select([c for c in columns if c in table.column_names]) if columns else table).to_pylist()
+    return table(read, name, filters, columns).to_pylist()
+
+
+def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> pa.Table:
+    """A table's rows (only `columns`, those the table has, when given); a missing table reads as no columns."""
+    if filters and any(op == "=" and value is None for _, op, value in filters):
+        return pa.table({})  # a lookup on a missing id (e.g. no run id) matches nothing
+    try:
+        found = read(name, list(filters) if filters else None)
+    except TableNotFoundError:
+        return pa.table({})
+    return found.select([c for c in columns if c in found.column_names]) if columns else found
+
+
+def candidate_rows(plans: pa.Table, strategy: str | None) -> Rows:
+    """The plan rows of one candidate as dicts (none for no strategy)."""
+    if strategy is None or "strategy" not in plans.column_names:
+        return []
+    return plans.filter(pc.equal(plans.column("strategy"), strategy)).to_pylist()
+
+
+def _distinct(data: pa.Table, column: str) -> list[Any]:
+    """The distinct values of a column (none when the table lacks it)."""
+    return pc.unique(data.column(column)).to_pylist() if column in data.column_names else []
 
 
 def partition_loads(
@@ -197,16 +217,15 @@ def partition_loads(
 
 
 def member_loads(
-    members: list[str], today: dict[tuple[str, int], str], plans: Rows, chosen: str | None, partitions: Rows
+    members: list[str], today: dict[tuple[str, int], str], plans: pa.Table, chosen: str | None, partitions: Rows
 ) -> Rows:
     """Load and partition count per member today and under every candidate, all with the same partition loads."""
     load = {(p["topic"], p["partition"]): p["load"] for p in partitions}
-    owners: dict[str, dict[tuple[str, int], str]] = {TODAY: today}
-    for r in sorted(plans, key=lambda r: r["strategy"]):
-        if r.get("member") is not None:
-            owners.setdefault(r["strategy"], {})[(r["topic"], r["partition"])] = r["member"]
     out = []
-    for assignment, owner in owners.items():
+    for assignment in [TODAY, *sorted(_distinct(plans, "strategy"))]:
+        owner = today if assignment == TODAY else _owners(plans, assignment)
+        if not owner and assignment != TODAY:
+            continue  # a candidate that assigns nothing has no column, as today always has
         count: dict[str, int] = defaultdict(int)
         total: dict[str, float] = defaultdict(float)
         for key, member in owner.items():
@@ -223,6 +242,13 @@ def member_loads(
             for m in members
         ]
     return out
+
+
+def _owners(plans: pa.Table, strategy: str) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> member under one candidate (rows without a member left out), one candidate at a time."""
+    mine = plans.filter(pc.and_(pc.equal(plans.column("strategy"), strategy), pc.is_valid(plans.column("member"))))
+    keys = zip(mine.column("topic").to_pylist(), mine.column("partition").to_pylist(), strict=True)
+    return dict(zip(keys, mine.column("member").to_pylist(), strict=True))
 
 
 def moves(target: Rows, partitions: Rows) -> Rows:
