@@ -6,6 +6,14 @@ owner is left out of this round (adjustAssignment) so its current owner revokes 
 rebalance that the revoking member triggers hands it to the new owner. Partitions whose owner left move at once.
 The movement budget applies to each rebalance.
 
+Two rebalances suffice (KIP-429: "revoke in the first rebalance, assign in the follow-up"): balanced-load is
+not a fixed point of its own follow-up (with the revoked partitions unowned it places them afresh, and the
+reshuffle that follows may take owned partitions again, a third rebalance), so this round simulates the
+follow-up rebalances and revokes now whatever they would take from their owners (as far as this round's
+movement budget allows); the follow-up then only hands out the freed partitions. A partition whose owner left
+and which the follow-up would give to another member than this round's choice waits for the follow-up too
+(rather than being taken back from its first new owner there).
+
 Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. M0 revokes t0p0 and t0p3 now; M1 gets them next round.
 
 >>> from planner import assign
@@ -25,8 +33,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.assignment import next_round
 from planner.assignors.balanced_load import BalancedLoadAssignor, balanced_load_assign
-from planner.group import GroupSpec, claimed_by_others
+from planner.group import GroupSpec, claimed_by_others, previous_owners
+from planner.load import assignable, partition_weights
+
+_LOOK_AHEAD = 8  # follow-up rebalances simulated at most (each one only shrinks what this round hands out)
 
 
 class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
@@ -36,14 +48,47 @@ class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
     rebalance_protocol = "cooperative"
 
     def assign(self, group: GroupSpec) -> np.ndarray:
-        """This round's owners: the balanced-load target minus partitions another member must revoke first."""
-        owner = balanced_load_assign(
+        """This round's owners: the balanced-load target minus partitions another member must revoke first and
+        minus what the follow-up rebalance would move again."""
+        owner = self._target(group)
+        # CooperativeStickyAssignor.adjustAssignment(computePartitionsTransferringOwnership(...)): a partition newly
+        # given to a member while another member still owns it is withheld until that member revoked it.
+        now = np.where(claimed_by_others(group, owner), -1, owner).astype(np.int32)
+        # ConsumerCoordinator.onJoinComplete: only a member that revoked something rejoins at once (KIP-429), so
+        # without revocations there is no follow-up rebalance to look ahead to.
+        if not np.any(now[group.claim_partition] != group.claim_member):
+            return now
+        for _ in range(_LOOK_AHEAD):
+            # The follow-up sees the members owning `now`; what it gives elsewhere is revoked (or, when nobody
+            # owned it, withheld) in this round already, so the follow-up keeps all it finds owned.
+            follow_up = self._target(next_round(group, now))
+            again = (now >= 0) & (follow_up != now)
+            if not again.any():
+                break
+            ahead = np.where(again, -1, now).astype(np.int32)
+            if not self._affordable(group, ahead):
+                break  # rule 2 outranks the round count: the follow-up may revoke the rest
+            now = ahead
+        return now
+
+    def _affordable(self, group: GroupSpec, now: np.ndarray) -> bool:
+        """Whether what leaves a still-valid owner in this round stays within `max_move_share` (balanced_load's
+        rule 2, the budget of `_Builder.keep`)."""
+        if self.max_move_share is None:
+            return True
+        owned, _ = previous_owners(group)
+        topic = group.topic_of(np.arange(group.num_partitions))
+        valid = (owned >= 0) & group.subscribed_matrix()[np.maximum(owned, 0), topic]
+        unit = partition_weights(group) if self.move_budget == "load" else np.ones(group.num_partitions)
+        left = float(unit[valid & (now != owned)].sum())
+        return left <= self.max_move_share * float(unit[assignable(group)].sum()) * (1 + 1e-12) + 1e-12
+
+    def _target(self, group: GroupSpec) -> np.ndarray:
+        """The eager balanced-load assignment of `group` with this assignor's options."""
+        return balanced_load_assign(
             group,
             tolerance=self.tolerance,
             max_move_share=self.max_move_share,
             move_budget=self.move_budget,
             max_count_spread=self.max_count_spread,
         )
-        # CooperativeStickyAssignor.adjustAssignment(computePartitionsTransferringOwnership(...)): a partition
-        # newly given to a member while another member still owns it is withheld until that member revoked it.
-        return np.where(claimed_by_others(group, owner), -1, owner).astype(np.int32)
