@@ -15,10 +15,19 @@ from planner import assign
 from planner.assignment import assign_arrays, next_round
 from planner.assignors import load
 from planner.assignors.balanced_load import BalancedLoadAssignor, balanced_load_assign
+from planner.assignors.cooperative_balanced_load import CooperativeBalancedLoadAssignor
 from planner.errors import InputError
 from planner.group import GroupSpec, parse_group
 from planner.invariants import check_plan, moved
-from planner.load import gini, load_bound, load_moved, max_mean_load, member_loads, partition_weights
+from planner.load import (
+    assignable,
+    gini,
+    load_bound,
+    load_moved,
+    max_mean_load,
+    member_loads,
+    partition_weights,
+)
 
 
 def tps(*names: str) -> list[tuple[str, int]]:
@@ -406,6 +415,19 @@ def test_cooperative_converges_in_two_rebalances_on_churned_groups():
         assert r.rounds == 2
         assert check_plan(spec, r.assignment, target=r.target) == []
         assert (balanced_load_assign(next_round(spec, r.target)) == r.target).all()
+
+
+@pytest.mark.parametrize("budget", ["load", "partitions"])
+def test_cooperative_look_ahead_stays_within_the_movement_budget(budget: str):
+    # What the first round revokes early for the follow-up counts against this round's budget (rule 2 first).
+    assignor = CooperativeBalancedLoadAssignor(max_move_share=0.1, move_budget=budget)
+    for doc in (_churned(seed) for seed in range(60)):
+        spec = parse_group(doc)
+        now = assignor.assign(spec)
+        still = spec.subscribed_matrix()[spec.claim_member, spec.topic_of(spec.claim_partition)]
+        gone = still & (now[spec.claim_partition] != spec.claim_member)
+        unit = partition_weights(spec) if budget == "load" else np.ones(spec.num_partitions)
+        assert unit[spec.claim_partition[gone]].sum() <= 0.1 * unit[assignable(spec)].sum() + 1e-9
 
 
 @settings(max_examples=100, deadline=None)
