@@ -5,23 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from jobs.io.lake import Lake
 
 _GROUP_FIELDS = ("state", "protocol_type", "protocol", "group_type", "state_reason", "server_assignor")
 _EPOCHS = ("group_epoch", "assignment_epoch")
+PAIR_COLUMNS = ("owned", "assignment", "target_assignment")
 
 
 def snapshot_documents(lake: Lake, snapshot_id: str, groups: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """group id -> document for every group of one snapshot (or the named ones), members sorted by id."""
-    rows = [
-        r
-        for r in lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)]).to_pylist()
-        if groups is None or r["group_id"] in groups
-    ]
-    counts = {
-        r["topic"]: r["partition_count"]
-        for r in lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)]).to_pylist()
-    }
+    terms = [("snapshot_id", "=", snapshot_id)] + ([("group_id", "in", sorted(groups))] if groups is not None else [])
+    rows = member_rows(lake.read_arrow("snapshots", terms))
+    partitions = lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)])
+    topics = partitions.group_by("topic").aggregate([("partition_count", "max")])  # one count per topic
+    counts = dict(zip(topics["topic"].to_pylist(), topics["partition_count_max"].to_pylist(), strict=True))
     by_group: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_group.setdefault(r["group_id"], []).append(r)
@@ -33,7 +33,7 @@ def document(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> di
     first = rows[0]
     members = sorted((r for r in rows if r["member_id"]), key=lambda r: r["member_id"])
     used = {t for m in members for t in m["topics"]}
-    used |= {tp["topic"] for m in members for field in ("assignment", "owned") for tp in m[field] or []}
+    used |= {t for m in members for field in ("assignment", "owned") for t, _ in m[field] or []}
     doc: dict[str, Any] = {
         "group_id": first["group_id"],
         "snapshot_id": first["snapshot_id"],
@@ -53,19 +53,37 @@ def _member(row: Mapping[str, Any]) -> dict[str, Any]:
         "rack": row["rack"],
         "strategies": list(row["strategies"] or []),
         "topics": list(row["topics"] or []),
-        "owned": _pairs(row["owned"]),
-        "assignment": _pairs(row["assignment"]),
+        "owned": row["owned"] or [],
+        "assignment": row["assignment"] or [],
     }
     for field in ("member_epoch", "subscription_user_data"):
         if row.get(field) is not None:
             member[field] = row[field]
     if row.get("target_assignment") is not None:
-        member["target_assignment"] = _pairs(row["target_assignment"])
+        member["target_assignment"] = row["target_assignment"]
     return member
 
 
-def _pairs(tps: list[Mapping[str, Any]] | None) -> list[list[Any]]:
-    return [[tp["topic"], tp["partition"]] for tp in tps or []]
+def member_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """`snapshots` rows as dicts whose partition lists are [topic, partition] pairs, built from the Arrow columns
+    (a million-partition group would otherwise be millions of {topic, partition} dicts)."""
+    rows = table.drop_columns(list(PAIR_COLUMNS)).to_pylist()
+    for column in PAIR_COLUMNS:
+        for row, pairs in zip(rows, _pair_lists(table.column(column).combine_chunks()), strict=True):
+            row[column] = pairs
+    return rows
+
+
+def _pair_lists(column: pa.Array) -> list[list[list[Any]] | None]:
+    """Each row's list of (topic, partition) structs as [topic, partition] pairs (None for a null list)."""
+    flat = pc.list_flatten(column)
+    pairs = [list(p) for p in zip(flat.field("topic").to_pylist(), flat.field("partition").to_pylist(), strict=True)]
+    out: list[list[list[Any]] | None] = []
+    start = 0
+    for n in pc.list_value_length(column).to_pylist():
+        out.append(None if n is None else pairs[start : start + n])
+        start += n or 0
+    return out
 
 
 def previous_snapshot_ids(lake: Lake, groups: set[str], snapshot_id: str) -> dict[str, str]:
