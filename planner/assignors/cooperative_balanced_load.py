@@ -10,7 +10,9 @@ Two rebalances suffice (KIP-429: "revoke in the first rebalance, assign in the f
 not a fixed point of its own follow-up (with the revoked partitions unowned it places them afresh, and the
 reshuffle that follows may take owned partitions again, a third rebalance), so this round simulates the
 follow-up rebalances and revokes now whatever they would take from their owners (as far as this round's
-movement budget allows); the follow-up then only hands out the freed partitions. A partition whose owner left
+movement budget allows); the follow-up then only hands out the freed partitions. The assignor remembers the
+last group it solved (as Kafka's StickyAssignor kept its member assignment between rebalances), so the follow-up
+it simulated costs nothing when it comes. A partition whose owner left
 and which the follow-up would give to another member than this round's choice waits for the follow-up too
 (rather than being taken back from its first new owner there).
 
@@ -31,6 +33,8 @@ Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. M0 revokes t0p0 and t0p3 now;
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from planner.assignment import next_round
@@ -46,6 +50,7 @@ class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
 
     name = "cooperative-balanced-load"
     rebalance_protocol = "cooperative"
+    _solved: tuple[GroupSpec, np.ndarray] | None = None  # the last group `_target` solved, and its answer
 
     def assign(self, group: GroupSpec) -> np.ndarray:
         """This round's owners: the balanced-load target minus partitions another member must revoke first and
@@ -84,11 +89,33 @@ class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
         return left <= self.max_move_share * float(unit[assignable(group)].sum()) * (1 + 1e-12) + 1e-12
 
     def _target(self, group: GroupSpec) -> np.ndarray:
-        """The eager balanced-load assignment of `group` with this assignor's options."""
-        return balanced_load_assign(
+        """The eager balanced-load assignment of `group` with this assignor's options (remembered for one group)."""
+        if self._solved is not None and _same(self._solved[0], group):
+            return self._solved[1].copy()
+        owner = balanced_load_assign(
             group,
             tolerance=self.tolerance,
             max_move_share=self.max_move_share,
             move_budget=self.move_budget,
             max_count_spread=self.max_count_spread,
         )
+        self._solved = (group, owner.copy())
+        return owner
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two assignor inputs are equal field by field (arrays by dtype, shape and value)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and bool(np.array_equal(a, b))
+        )
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return bool(a == b)

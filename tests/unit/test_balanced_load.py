@@ -4,6 +4,7 @@ than sticky, one share moved on a join, budget and count window kept, cooperativ
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from planner import assign
 from planner.assignment import assign_arrays, next_round
-from planner.assignors import load
+from planner.assignors import cooperative_balanced_load, load
 from planner.assignors.balanced_load import BalancedLoadAssignor, balanced_load_assign
 from planner.assignors.cooperative_balanced_load import CooperativeBalancedLoadAssignor
 from planner.errors import InputError
@@ -415,6 +416,26 @@ def test_cooperative_converges_in_two_rebalances_on_churned_groups():
         assert r.rounds == 2
         assert check_plan(spec, r.assignment, target=r.target) == []
         assert (balanced_load_assign(next_round(spec, r.target)) == r.target).all()
+
+
+def test_cooperative_follow_up_it_simulated_is_answered_from_memory(monkeypatch: pytest.MonkeyPatch):
+    spec = parse_group(_churned(1))
+    assignor = CooperativeBalancedLoadAssignor()
+    follow_up = next_round(spec, assignor.assign(spec))
+    expected = CooperativeBalancedLoadAssignor().assign(follow_up)
+    calls: list[GroupSpec] = []
+
+    def counted(group: GroupSpec, **options: object) -> np.ndarray:
+        calls.append(group)
+        return balanced_load_assign(group, **options)
+
+    monkeypatch.setattr(cooperative_balanced_load, "balanced_load_assign", counted)
+    assert (assignor.assign(follow_up) == expected).all() and calls == []
+    # Any other input is solved again: here one partition's load differs.
+    loads = follow_up.partition_loads.copy()
+    loads[0] += 1.0
+    changed = dataclasses.replace(follow_up, partition_loads=loads)
+    assert (assignor.assign(changed) == CooperativeBalancedLoadAssignor().assign(changed)).all() and len(calls) >= 2
 
 
 @pytest.mark.parametrize("budget", ["load", "partitions"])
