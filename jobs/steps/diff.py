@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.context import RunContext
@@ -34,50 +34,53 @@ def run(ctx: RunContext) -> dict[str, int]:
         .where((F.col("snapshot_id") == ctx.run_id) & (F.col("member_id") != ""))
         .select("group_id", F.col("member_id").alias("member"))
     )
-    rows = conform(PLAN_DIFFS, plan_diffs(run_plans(spark, ctx.lake, generations), members).toArrow())
+    changed = member_changes(run_plans(spark, ctx.lake, generations)).persist()
+    try:
+        rows = conform(PLAN_DIFFS, with_idle_members(changed, members).toArrow())
+    finally:
+        changed.unpersist()
     ctx.lake.merge("plan_diffs", rows)
     counts = rows.group_by("group_id").aggregate([("group_id", "count")])
     return dict(zip(counts["group_id"].to_pylist(), counts["group_id_count"].to_pylist(), strict=True))
 
 
-def plan_diffs(plans: DataFrame, members: DataFrame) -> DataFrame:
-    """A row per candidate and member (the group's snapshot members and everyone its plan rows name), with the
-    partitions held today and after and the sorted (topic, partition) lists gained and lost."""
-    candidates = plans.select(*CANDIDATE).distinct()
-    named = plans.select(*CANDIDATE, "member").unionByName(
-        plans.select(*CANDIDATE, F.col("previous_member").alias("member"))
-    )
-    everyone = (candidates.join(members, "group_id").select(*CANDIDATE, "member").unionByName(named).distinct()).where(
-        F.col("member").isNotNull()
-    )
-    after = _per_member(plans, "member", "previous_member", "partitions_after", "gained")
-    before = _per_member(plans, "previous_member", "member", "partitions_before", "lost")
-    none = F.array().cast("array<struct<topic:string,partition:int>>")
-    return (
-        everyone.join(after, [*CANDIDATE, "member"], "left")
-        .join(before, [*CANDIDATE, "member"], "left")
-        .select(
-            *CANDIDATE,
-            "member",
-            F.coalesce("partitions_before", F.lit(0)).alias("partitions_before"),
-            F.coalesce("partitions_after", F.lit(0)).alias("partitions_after"),
-            F.coalesce("gained", none).alias("gained"),
-            F.coalesce("lost", none).alias("lost"),
+def member_changes(plans: DataFrame) -> DataFrame:
+    """Per candidate and every member its plan rows name (in one pass over them): the partitions it holds today
+    and after, and the sorted (topic, partition) lists it gains and loses."""
+    moved = ~F.col("member").eqNullSafe(F.col("previous_member"))
+    tp = F.struct("topic", "partition")
+    sides = F.array(
+        *(
+            F.struct(F.col(who).alias("member"), F.lit(now).alias("after"), moved.alias("moved"), tp.alias("tp"))
+            for who, now in (("member", True), ("previous_member", False))
         )
     )
-
-
-def _per_member(plans: DataFrame, holder: str, other: str, count: str, changed: str) -> DataFrame:
-    """Per candidate and `holder` member: the partitions it holds, and the sorted ones `other` does not hold."""
-    moved: Column = F.col(other).isNull() | (F.col(other) != F.col(holder))
+    after, changed = F.col("after"), F.col("moved")
     return (
-        plans.where(F.col(holder).isNotNull())
-        .groupBy(*CANDIDATE, F.col(holder).alias("member"))
+        plans.select(*CANDIDATE, F.inline(sides))
+        .where(F.col("member").isNotNull())
+        .groupBy(*CANDIDATE, "member")
         .agg(
-            F.count("*").alias(count),
-            F.sort_array(F.collect_list(F.when(moved, F.struct("topic", "partition")))).alias(changed),
+            F.count_if(~after).alias("partitions_before"),
+            F.count_if(after).alias("partitions_after"),
+            F.sort_array(F.collect_list(F.when(after & changed, F.col("tp")))).alias("gained"),
+            F.sort_array(F.collect_list(F.when(~after & changed, F.col("tp")))).alias("lost"),
         )
     )
+
+
+def with_idle_members(changed: DataFrame, members: DataFrame) -> DataFrame:
+    """`changed` and a row for each snapshot member of a candidate's group that its plan rows do not name."""
+    none = F.array().cast("array<struct<topic:string,partition:int>>")
+    idle = (
+        changed.select(*CANDIDATE)
+        .distinct()
+        .join(members, "group_id")
+        .join(changed, [*CANDIDATE, "member"], "left_anti")
+        .select(*CANDIDATE, "member", *(F.lit(0).alias(c) for c in ("partitions_before", "partitions_after")))
+        .withColumns({"gained": none, "lost": none})
+    )
+    return changed.unionByName(idle)
 
 
 def stored(lake: Lake, group_id: str, generation_id: int | None, strategy: str | None) -> list[dict[str, Any]]:
