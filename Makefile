@@ -39,7 +39,7 @@ typecheck: install
 
 # The unit tier alone (pure domain and contracts, doctests): the inner loop.
 test-fast: lint
-	$(BIN)/python -m pytest -m "unit and not slow" -q
+	$(BIN)/python -m pytest tests/unit planner schemas -m "unit and not slow" -q
 
 # Everything CI must prove: lint, format, types, the unit and integration tiers (demo, cluster, Connect, scheduler).
 test: lint typecheck

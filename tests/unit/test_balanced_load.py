@@ -403,6 +403,7 @@ def _churned(seed: int) -> dict:
     return {**doc, "members": members}
 
 
+@pytest.mark.slow
 def test_cooperative_converges_in_two_rebalances_on_churned_groups():
     """KIP-429: revoke in the first rebalance, assign in the follow-up. On these 300 seeded churned groups whose
     members' subscriptions differ (287 of them), cooperative-balanced-load needed a third rebalance in 46 (16.0%)

@@ -1078,6 +1078,7 @@ def test_sticky_general_rack_path_is_valid_and_balanced(doc: dict):
     cooperative_round(doc)  # checks: at most once, the cooperative rule, its target exactly once and balanced
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(racked_general_groups(), st.data())
 def test_sticky_general_with_racks_that_all_match_is_the_plain_result(doc: dict, data: st.DataObject):
