@@ -45,27 +45,38 @@ def run(ctx: RunContext) -> dict[str, int]:
 
 
 def member_changes(plans: DataFrame) -> DataFrame:
-    """Per candidate and every member its plan rows name (in one pass over them): the partitions it holds today
-    and after, and the sorted (topic, partition) lists it gains and loses."""
-    moved = ~F.col("member").eqNullSafe(F.col("previous_member"))
-    tp = F.struct("topic", "partition")
-    sides = F.array(
-        *(
-            F.struct(F.col(who).alias("member"), F.lit(now).alias("after"), moved.alias("moved"), tp.alias("tp"))
-            for who, now in (("member", True), ("previous_member", False))
+    """Per candidate and every member its plan rows name: the partitions it holds today and after, and the sorted
+    (topic, partition) lists it gains and loses. Counted in one pass over the plan rows (each row once for its
+    member, once for its previous member); the lists are built from the moved rows alone."""
+    keys = [*CANDIDATE, "member"]
+    held = (
+        plans.select(*CANDIDATE, F.posexplode(F.array("member", "previous_member")).alias("before", "member"))
+        .where(F.col("member").isNotNull())
+        .groupBy(*keys)
+        .agg(
+            F.count_if(F.col("before") == 1).alias("partitions_before"),
+            F.count_if(F.col("before") == 0).alias("partitions_after"),
         )
     )
-    after, changed = F.col("after"), F.col("moved")
+    moved = plans.where(~F.col("member").eqNullSafe(F.col("previous_member"))).select(
+        *CANDIDATE, "member", "previous_member", F.struct("topic", "partition").alias("tp")
+    )
+    gained = _sorted_lists(moved, "member", "gained")
+    lost = _sorted_lists(moved, "previous_member", "lost")
+    none = F.array().cast("array<struct<topic:string,partition:int>>")
     return (
-        plans.select(*CANDIDATE, F.inline(sides))
-        .where(F.col("member").isNotNull())
-        .groupBy(*CANDIDATE, "member")
-        .agg(
-            F.count_if(~after).alias("partitions_before"),
-            F.count_if(after).alias("partitions_after"),
-            F.sort_array(F.collect_list(F.when(after & changed, F.col("tp")))).alias("gained"),
-            F.sort_array(F.collect_list(F.when(~after & changed, F.col("tp")))).alias("lost"),
-        )
+        held.join(gained, keys, "left")
+        .join(lost, keys, "left")
+        .withColumns({"gained": F.coalesce("gained", none), "lost": F.coalesce("lost", none)})
+    )
+
+
+def _sorted_lists(moved: DataFrame, who: str, name: str) -> DataFrame:
+    """Per candidate and `who` member: the sorted (topic, partition) list of the moved rows naming it."""
+    return (
+        moved.where(F.col(who).isNotNull())
+        .groupBy(*CANDIDATE, F.col(who).alias("member"))
+        .agg(F.sort_array(F.collect_list("tp")).alias(name))
     )
 
 
