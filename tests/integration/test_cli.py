@@ -46,7 +46,7 @@ def test_hash_prints_key_hash_and_partition(capsys):
     ("argv", "named"),
     [
         (["what-if", "--group", "payments", "--partitions", "orders=x"], "--partitions: expected TOPIC=N"),
-        (["what-if", "--group", "nope"], "no snapshot of group 'nope'"),
+        (["what-if", "--group", "nope"], "no observed snapshot of group 'nope'"),
         (["sql", "SELEC group_id FROM generations"], "not valid Spark SQL"),
         (["assign", "--strategy", "no-such-assignor", "{path}"], "unknown strategy 'no-such-assignor'"),
         (["assign", "does-not-exist.json"], "does-not-exist.json: No such file or directory"),
