@@ -1,11 +1,13 @@
-"""Pipeline benchmark: `rebalance run` end to end on (a) 1,000 demo-like groups and (b) one group of 1,000,000
-partitions x 2,000 members, each from snapshot files in a temporary directory.
+"""Pipeline benchmark: `rebalance run` end to end on (a) 1,000 groups of issue 12's shape (5-50 members, 1-3 topics of
+10-500 partitions, seeded) and (b) one group of 1,000,000 partitions x 2,000 members, from snapshot files in a
+temporary directory.
 
 Each case runs the real command in a subprocess with Spark's default driver memory (no spark.driver.memory set)
 and samples the whole process tree (the CLI, Spark's driver JVM, its Python workers) every 50 ms. Prints wall
 time, CPU time of the tree (user + system: on a shared machine wall time includes waiting for a core, so the
 load average is printed too), peak RSS of the tree and the command's exit code.
-Run: `python bench/pipeline.py [--case groups|large|all] [--groups N] [--topics T --partitions P --members M]`.
+Run: `python bench/pipeline.py [--case groups|large|all] [--groups N] [--group-members MIN MAX]
+[--group-partitions MIN MAX] [--group-topics MIN MAX] [--seed S] [--topics T --partitions P --members M]`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -26,43 +30,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CAPTURED = ("2026-11-20T02:00:00Z", "2026-11-21T02:00:00Z")
 
 
-def demo_like_groups(path: Path, groups: int, captured_at: str, growth: int = 0) -> None:
-    """`groups` groups like the bundled demo files: 2-6 members over 1-3 of 200 shared topics (4-24 partitions),
-    some members subscribed to fewer topics, today's owners, static members, racks and committed offsets."""
-    counts = {f"topic-{k:03d}": 4 + 4 * (k % 6) for k in range(200)}
+@dataclass(frozen=True)
+class GroupShape:
+    """The size ranges of the groups case (inclusive); the defaults are issue 12's."""
+
+    members: tuple[int, int] = (5, 50)
+    partitions: tuple[int, int] = (10, 500)  # per topic
+    topics: tuple[int, int] = (1, 3)  # per group
+    seed: int = 12
+
+
+def sized_groups(path: Path, groups: int, captured_at: str, shape: GroupShape = GroupShape(), growth: int = 0) -> None:
+    """`groups` seeded groups of `shape` over 200 shared topics: members, some subscribed to fewer topics, today's
+    owners, static members, racks and committed offsets; the same seed gives the same file."""
+    rng = random.Random(shape.seed)
+    counts = {f"topic-{k:03d}": rng.randint(*shape.partitions) for k in range(200)}
     names = sorted(counts)
     with path.open("w") as out:
         for g in range(groups):
-            topics = [names[(g * 7 + j * 13) % len(names)] for j in range(1 + g % 3)]
-            members = []
-            n_members = 2 + g % 5
-            for i in range(n_members):
-                subscribed = topics if i or len(topics) == 1 else topics[:1]
-                members.append(
-                    {
-                        "member_id": f"g{g:04d}-m{i}-{g * 31 + i:06x}",
-                        "client_id": f"g{g:04d}-m{i}",
-                        "host": f"/10.{g // 250}.{g % 250}.{i + 1}",
-                        "group_instance_id": f"g{g:04d}-static-{i}" if g % 4 == 0 else None,
-                        "rack": f"az{1 + i % 3}",
-                        "strategies": ["cooperative-sticky", "range"],
-                        "topics": subscribed,
-                        "owned": [],
-                        "assignment": [],
-                    }
-                )
-            # Today's owners: round robin over the members but the last (it just joined and owns nothing).
-            holders = members[:-1]
-            offsets = []
-            for t in topics:
-                subscribers = [m for m in holders if t in m["topics"]]
-                for p in range(counts[t]):
-                    if subscribers:
-                        subscribers[p % len(subscribers)]["owned"].append([t, p])
-                    end = 10_000 + 97 * p + 13 * g + growth * (1 + p % 5)
-                    offsets.append({"topic": t, "partition": p, "committed": end - (p * 37 + g) % 900, "end": end})
-            for m in members:
-                m["assignment"] = m["owned"]
+            topics = rng.sample(names, rng.randint(*shape.topics))
             doc = {
                 "group_id": f"group-{g:04d}",
                 "captured_at": captured_at,
@@ -70,10 +56,45 @@ def demo_like_groups(path: Path, groups: int, captured_at: str, growth: int = 0)
                 "protocol": "cooperative-sticky",
                 "generation": 10 + g % 7,
                 "topics": {t: counts[t] for t in topics},
-                "members": members,
-                "offsets": offsets,
+                "members": group_members(g, topics, rng.randint(*shape.members), counts),
+                "offsets": group_offsets(g, topics, counts, growth),
             }
             out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def group_members(g: int, topics: list[str], n_members: int, counts: dict[str, int]) -> list[dict[str, object]]:
+    """Members of group `g`, the first subscribed to its first topic only; today's owners round robin over every
+    member but the last (it just joined and owns nothing)."""
+    subscribed = [topics if i or len(topics) == 1 else topics[:1] for i in range(n_members)]
+    owned: list[list[list[object]]] = [[] for _ in range(n_members)]
+    for t in topics:
+        holders = [i for i in range(n_members - 1) if t in subscribed[i]]
+        for p in range(counts[t]):
+            owned[holders[p % len(holders)]].append([t, p])
+    return [
+        {
+            "member_id": f"g{g:04d}-m{i}-{g * 31 + i:06x}",
+            "client_id": f"g{g:04d}-m{i}",
+            "host": f"/10.{g // 250}.{g % 250}.{i + 1}",
+            "group_instance_id": f"g{g:04d}-static-{i}" if g % 4 == 0 else None,
+            "rack": f"az{1 + i % 3}",
+            "strategies": ["cooperative-sticky", "range"],
+            "topics": subscribed[i],
+            "owned": owned[i],
+            "assignment": owned[i],
+        }
+        for i in range(n_members)
+    ]
+
+
+def group_offsets(g: int, topics: list[str], counts: dict[str, int], growth: int) -> list[dict[str, object]]:
+    """Committed and end offsets of every partition of group `g`'s topics (lag under 900)."""
+    offsets: list[dict[str, object]] = []
+    for t in topics:
+        for p in range(counts[t]):
+            end = 10_000 + 97 * p + 13 * g + growth * (1 + p % 5)
+            offsets.append({"topic": t, "partition": p, "committed": end - (p * 37 + g) % 900, "end": end})
+    return offsets
 
 
 def large_group(path: Path, topics: int, partitions: int, members: int, captured_at: str) -> None:
@@ -111,6 +132,12 @@ def large_group(path: Path, topics: int, partitions: int, members: int, captured
         "offsets": offsets,
     }
     path.write_text(json.dumps(doc, separators=(",", ":")))
+
+
+def describe(shape: GroupShape) -> str:
+    """The shape as the figures state it."""
+    (m0, m1), (t0, t1), (p0, p1) = shape.members, shape.topics, shape.partitions
+    return f"{m0}-{m1} members, {t0}-{t1} topics of {p0}-{p1} partitions, seed {shape.seed}"
 
 
 def sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
@@ -180,6 +207,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=("groups", "large", "all"), default="all")
     parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--group-members", type=int, nargs=2, default=GroupShape.members, metavar=("MIN", "MAX"))
+    parser.add_argument("--group-partitions", type=int, nargs=2, default=GroupShape.partitions, metavar=("MIN", "MAX"))
+    parser.add_argument("--group-topics", type=int, nargs=2, default=GroupShape.topics, metavar=("MIN", "MAX"))
+    parser.add_argument("--seed", type=int, default=GroupShape.seed)
     parser.add_argument("--topics", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--members", type=int, default=2000)
@@ -192,14 +223,16 @@ def main() -> None:
         if args.case in ("groups", "all"):
             files = work / "groups"
             files.mkdir()
-            demo_like_groups(files / "day1.jsonl", args.groups, CAPTURED[0])
+            shape = GroupShape(args.group_members, args.group_partitions, args.group_topics, args.seed)
+            sized_groups(files / "day1.jsonl", args.groups, CAPTURED[0], shape)
+            size = (files / "day1.jsonl").stat().st_size / 2**20
             report(
-                f"(a) {args.groups} demo-like groups",
+                f"(a) {args.groups} groups, {describe(shape)} ({size:.0f} MB)",
                 rebalance_run(files, work / "lake-a", "bench-a1", args.strategies),
             )
             if args.second_run:
                 (files / "day1.jsonl").unlink()
-                demo_like_groups(files / "day2.jsonl", args.groups, CAPTURED[1], growth=86_400)
+                sized_groups(files / "day2.jsonl", args.groups, CAPTURED[1], shape, growth=86_400)
                 report(
                     "(a) the same groups a day later",
                     rebalance_run(files, work / "lake-a", "bench-a2", args.strategies),
