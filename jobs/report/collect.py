@@ -1,10 +1,12 @@
-"""Everything one generation's report shows, gathered from the lake as plain data (lists of row dicts).
+"""Everything one generation's report shows, gathered from the lake: per-partition data as Arrow tables, the rest
+as plain data (lists of row dicts).
 
 `collect` needs only `read(name, filters)` with the shape of `Lake.read_arrow`, so it runs without Spark. Columns
 that the tables gain later (migration readiness, approval, verification status, load source ...) are carried
-along when a table has them and skipped when it does not. Plain rows rather than pandas frames: a group's tables
-are a few dozen rows, where pandas' per-call overhead (about 0.1 ms an operation) would be most of the time of a
-thousand reports.
+along when a table has them and skipped when it does not. Per-partition data stays Arrow (joins, group-bys) since a
+group may have a million partitions; only what a page shows (capped at PARTITIONS_SHOWN bars, MOVES_SHOWN moves)
+becomes Python rows. Small tables are plain rows rather than pandas frames: pandas' per-call overhead (about
+0.1 ms an operation) would be most of the time of a thousand reports.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import TableNotFoundError
@@ -44,6 +47,30 @@ SKEW_COLUMNS = ("topic", "partitioner", "partition_count", "current", "partition
 HOT_KEY_COLUMNS = ("topic", "partition_count", "rank", "key", "messages", "share", "partition")
 FINGERPRINT_COLUMNS = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
 TODAY = "today"
+KEY = ["topic", "partition"]
+SORTED = [("topic", "ascending"), ("partition", "ascending")]
+PARTITIONS_SHOWN = 2000
+"""Per-partition bars a chart draws (of one topic's count in a what-if chart): beyond it, the heaviest ones."""
+
+_TOPIC_PARTITION = [pa.field("topic", pa.string()), pa.field("partition", pa.int64())]
+PLAN_SCHEMA = pa.schema(
+    [pa.field("strategy", pa.string()), *_TOPIC_PARTITION]
+    + [pa.field(c, pa.string()) for c in ("member", "previous_member")]
+    + [pa.field("moved", pa.bool_()), pa.field("phase", pa.string()), pa.field("weight", pa.float64())]
+)
+SKEW_SCHEMA = pa.schema(
+    [pa.field("topic", pa.string()), pa.field("partitioner", pa.string()), pa.field("partition_count", pa.int64())]
+    + [pa.field("current", pa.bool_()), pa.field("partition", pa.int64())]
+    + [pa.field("load", pa.float64()), pa.field("messages", pa.float64())]
+)
+OFFSET_SCHEMA = pa.schema(_TOPIC_PARTITION + [pa.field(c, pa.float64()) for c in ("committed", "end_offset", "lag")])
+SNAPSHOT_SCHEMA = pa.schema(
+    [pa.field("member_id", pa.string()), pa.field("assignment", pa.list_(pa.struct(_TOPIC_PARTITION)))]
+)
+MOVE_SCHEMA = pa.schema(
+    [pa.field("round", pa.int64()), pa.field("action", pa.string()), *_TOPIC_PARTITION]
+    + [pa.field("previous_member", pa.string()), pa.field("member", pa.string()), pa.field("load", pa.float64())]
+)
 
 
 @dataclass(frozen=True)
@@ -56,14 +83,14 @@ class GenerationReport:
     extras: dict[str, Any]  # non-empty columns beyond GENERATION_COLUMNS (JSON text parsed)
     changes: Any  # what changed since the last generation, when the lake records it
     parameters: dict[str, Any]
-    partitions: Rows  # topic, partition, load, source, owner (today), member (chosen plan), lag
-    what_if: Rows  # topic, partitioner, partition_count, current, partition, load
+    partitions: pa.Table  # topic, partition, load, source, owner (today), member (chosen plan), lag
+    what_if: dict[str, pa.Table]  # topic -> partitioner, partition_count, current, partition, load
     skew_summary: Rows  # key_skew_summary rows of the group's topics
     hot_keys: Rows  # topic, rank, key (printable), messages, share, partition (today)
     fingerprint: Rows  # topic, partitioner, share, observed_messages, explained_messages
     candidates: Rows  # plan_metrics rows (every column the table has), chosen first
     members: Rows  # member, assignment (TODAY or a candidate's strategy), chosen, partitions, load
-    moves: Rows  # round, action, topic, partition, previous_member, member, load
+    moves: pa.Table  # round, action, topic, partition, previous_member, member, load (MOVE_SCHEMA)
     lag: Rows  # member, today, after (the chosen plan)
     gate: Rows  # expectation, success, observed_value, details, ...; failed first
     notes: list[str] = field(default_factory=list)
@@ -93,18 +120,18 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     changes = _json(generation.get("changes", parameters.get("changes")))
     run_id, snapshot_id = generation.get("run_id"), generation.get("snapshot_id")
 
-    # Every candidate's plan rows stay Arrow (a million-partition group has millions); the chosen one's become rows.
-    plans = table(read, "plans", keys, PLAN_COLUMNS)
+    # Per-partition data stays Arrow end to end (a million-partition group has millions of plan rows).
+    plans = typed(table(read, "plans", keys, PLAN_COLUMNS), PLAN_SCHEMA)
     metrics = rows(read, "plan_metrics", keys)
     chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
-    target = candidate_rows(plans, chosen)
+    target = candidate(plans, chosen)
     roster, today = _today(read, group_id, snapshot_id)
-    topics = sorted(set(_distinct(plans, "topic")) | {t for t, _ in today})
+    topics = sorted(set(_distinct(plans, "topic")) | set(_distinct(today, "topic")))
     run = [("topic", "in", topics), ("run_id", "=", run_id)]
 
-    skew = rows(read, "key_skew", run, SKEW_COLUMNS)
+    skew = typed(table(read, "key_skew", run, SKEW_COLUMNS), SKEW_SCHEMA)
     offsets = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
-    lags = _lags(rows(read, "partition_offsets", offsets, ("topic", "partition", "committed", "end_offset", "lag")))
+    lags = _lags(typed(table(read, "partition_offsets", offsets), OFFSET_SCHEMA))
     partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
     members = sorted(set(roster) | (set(_distinct(plans, "member")) - {None}))
     summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
@@ -170,11 +197,16 @@ def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ..
     return found.select([c for c in columns if c in found.column_names]) if columns else found
 
 
-def candidate_rows(plans: pa.Table, strategy: str | None) -> Rows:
-    """The plan rows of one candidate as dicts (none for no strategy)."""
-    if strategy is None or "strategy" not in plans.column_names:
-        return []
-    return plans.filter(pc.equal(plans.column("strategy"), strategy)).to_pylist()
+def typed(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`data` with exactly `schema`'s columns and types, so later steps need not ask which columns a lake has."""
+    n = data.num_rows
+    columns = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(n, f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def candidate(plans: pa.Table, strategy: str | None) -> pa.Table:
+    """The plan rows of one candidate (none for no strategy)."""
+    return plans.filter(pc.equal(plans.column("strategy"), pa.scalar(strategy, pa.string()))).drop_columns("strategy")
 
 
 def _distinct(data: pa.Table, column: str) -> list[Any]:
@@ -182,106 +214,128 @@ def _distinct(data: pa.Table, column: str) -> list[Any]:
     return pc.unique(data.column(column)).to_pylist() if column in data.column_names else []
 
 
-def partition_loads(
-    skew: Rows,
-    target: Rows,
-    today: dict[tuple[str, int], str],
-    lags: dict[tuple[str, int], float],
-    weighted: set[str],
-) -> Rows:
-    """Today's load of every partition: the run's key-skew messages, else the plan's weight, else 1.0."""
-    # One partitioner per topic: the first by name when a run measured several.
-    partitioner: dict[str, str] = {}
-    for r in skew:
-        partitioner[r["topic"]] = min(partitioner.get(r["topic"], r["partitioner"]), r["partitioner"])
-    measured = {
-        (r["topic"], r["partition"]): float(r["load"] if r.get("load") is not None else r["messages"])
-        for r in skew
-        if r["current"] and r["partitioner"] == partitioner[r["topic"]]
-    }
-    planned = {(r["topic"], r["partition"]): (r["member"], r.get("weight")) for r in target}
-    out = []
-    for key in sorted(set(planned) | set(today) | set(measured)):
-        member, weight = planned.get(key, (None, None))
-        if key in measured:
-            load, source = measured[key], "key skew"
-        elif weight is not None and (key[0] in weighted or weight != 1.0):
-            load, source = float(weight), "plan weight"
-        else:
-            load, source = 1.0, "uniform"
-        out.append(
-            {"topic": key[0], "partition": key[1], "load": load, "source": source}
-            | {"owner": today.get(key), "member": member, "lag": lags.get(key)}
-        )
-    return out
+def partition_loads(skew: pa.Table, target: pa.Table, today: pa.Table, lags: pa.Table, weighted: set[str]) -> pa.Table:
+    """Today's load of every partition: the run's key-skew messages, else the plan's weight, else 1.0.
+
+    Columns topic, partition, load, source, owner (today), member (the chosen plan), lag; sorted by partition.
+    """
+    planned, owners, measured = target.select([*KEY, "member", "weight"]), today, _measured(skew)
+    every = pa.concat_tables([t.select(KEY) for t in (planned, owners, measured)])
+    seen = key(every)
+    keys = pc.unique(seen)
+    out = every.take(pc.index_in(keys, value_set=seen))
+    plan = _lookup(keys, planned)
+    weight = plan.column("weight")
+    measured_load = _lookup(keys, measured).column("measured")
+    listed = pc.is_in(out.column("topic"), pa.array(sorted(weighted), pa.string()))
+    by_weight = pc.and_kleene(pc.is_valid(weight), pc.or_kleene(listed, pc.not_equal(weight, 1.0)))
+    load = pc.if_else(pc.is_valid(measured_load), measured_load, pc.if_else(by_weight, weight, 1.0))
+    source = pc.if_else(pc.is_valid(measured_load), "key skew", pc.if_else(by_weight, "plan weight", "uniform"))
+    columns = {"load": load, "source": source, "owner": _lookup(keys, owners).column("member")}
+    columns |= {"member": plan.column("member"), "lag": _lookup(keys, lags).column("lag")}
+    for name, values in columns.items():
+        out = out.append_column(name, values)
+    return out.sort_by(SORTED)
+
+
+def key(data: pa.Table) -> pa.Array:
+    """One text per row naming its (topic, partition): rows are looked up by it with `index_in`, far cheaper than
+    a join (a thousand small reports would spend most of their time setting joins up)."""
+    text = pc.binary_join_element_wise(data.column("topic"), data.column("partition").cast(pa.string()), "\x00")
+    return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+
+
+def _lookup(keys: pa.Array, data: pa.Table) -> pa.Table:
+    """The row of `data` for each key (nulls where it has none), in the order of `keys`."""
+    return data.take(pc.index_in(keys, value_set=key(data)))
+
+
+def _measured(skew: pa.Table) -> pa.Table:
+    """Measured load per partition at today's count; one partitioner per topic, the first by name."""
+    first = skew.group_by("topic").aggregate([("partitioner", "min")])
+    current = skew.filter(pc.fill_null(skew.column("current"), False))
+    at = pc.index_in(current.column("topic"), value_set=first.column("topic").combine_chunks())
+    mine = current.filter(pc.equal(current.column("partitioner"), first.column("partitioner_min").take(at)))
+    load = pc.coalesce(mine.column("load"), mine.column("messages"))
+    return mine.select(KEY).append_column("measured", load)
 
 
 def member_loads(
-    members: list[str], today: dict[tuple[str, int], str], plans: pa.Table, chosen: str | None, partitions: Rows
+    members: list[str], today: pa.Table, plans: pa.Table, chosen: str | None, partitions: pa.Table
 ) -> Rows:
     """Load and partition count per member today and under every candidate, all with the same partition loads."""
-    load = {(p["topic"], p["partition"]): p["load"] for p in partitions}
+    per = _per_member(today, plans, partitions)
+    assigned = {strategy for strategy, _ in per}
     out = []
     for assignment in [TODAY, *sorted(_distinct(plans, "strategy"))]:
-        owner = today if assignment == TODAY else _owners(plans, assignment)
-        if not owner and assignment != TODAY:
+        if assignment not in assigned and assignment != TODAY:
             continue  # a candidate that assigns nothing has no column, as today always has
-        count: dict[str, int] = defaultdict(int)
-        total: dict[str, float] = defaultdict(float)
-        for key, member in owner.items():
-            count[member] += 1
-            total[member] += load.get(key, 1.0)
         out += [
-            {
-                "member": m,
-                "assignment": assignment,
-                "chosen": assignment == chosen,
-                "partitions": count[m],
-                "load": total[m],
-            }
+            {"member": m, "assignment": assignment, "chosen": assignment == chosen}
+            | {"partitions": per.get((assignment, m), (0, 0.0))[0], "load": per.get((assignment, m), (0, 0.0))[1]}
             for m in members
         ]
     return out
 
 
-def _owners(plans: pa.Table, strategy: str) -> dict[tuple[str, int], str]:
-    """(topic, partition) -> member under one candidate (rows without a member left out), one candidate at a time."""
-    mine = plans.filter(pc.and_(pc.equal(plans.column("strategy"), strategy), pc.is_valid(plans.column("member"))))
-    keys = zip(mine.column("topic").to_pylist(), mine.column("partition").to_pylist(), strict=True)
-    return dict(zip(keys, mine.column("member").to_pylist(), strict=True))
+def _per_member(today: pa.Table, plans: pa.Table, partitions: pa.Table) -> dict[tuple[str, str], tuple[int, float]]:
+    """(assignment, member) -> (partitions, load), today's and every candidate's at once (unknown load: 1.0)."""
+    owned = today.add_column(0, "strategy", pa.repeat(pa.scalar(TODAY, pa.string()), today.num_rows))
+    planned = plans.filter(pc.is_valid(plans.column("member"))).select(owned.column_names)
+    held = pa.concat_tables([owned, planned])
+    held = held.append_column("load", pc.fill_null(_lookup(key(held), partitions).column("load"), 1.0))
+    summed = held.group_by(["strategy", "member"]).aggregate([("load", "count"), ("load", "sum")]).to_pylist()
+    return {(r["strategy"], r["member"]): (r["load_count"], r["load_sum"]) for r in summed}
 
 
-def moves(target: Rows, partitions: Rows) -> Rows:
-    """The chosen plan's partition movements in rebalance order.
+def moves(target: pa.Table, partitions: pa.Table) -> pa.Table:
+    """The chosen plan's partition movements in rebalance order (columns MOVE_SCHEMA).
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in round 1 and assigned in round 2
     (the follow-up rebalance); eager protocols move it within one rebalance. Unowned partitions are assigned in
     round 1 either way.
     """
-    load = {(p["topic"], p["partition"]): p["load"] for p in partitions}
-    out = []
-    for r in target:
-        t, p, member, previous = r["topic"], r["partition"], r["member"], r.get("previous_member")
-        row = {"topic": t, "partition": p, "previous_member": previous, "member": member, "load": load.get((t, p))}
-        if r.get("phase") == "revoke":
-            out.append({"round": 1, "action": "revoke"} | row | {"member": None})
-            out.append({"round": 2, "action": "assign"} | row)
-        elif previous is None:
-            out.append({"round": 1, "action": "assign (was unowned)"} | row)
-        elif previous != member:
-            out.append({"round": 1, "action": "move"} | row)
-    return sorted(out, key=lambda m: (m["round"], m["topic"], m["partition"], m["action"]))
+    rows = target.append_column("load", _lookup(key(target), partitions).column("load"))
+    previous = rows.column("previous_member")
+    revoke = pc.fill_null(pc.equal(rows.column("phase"), "revoke"), False)
+    unowned = pc.and_(pc.invert(revoke), pc.is_null(previous))
+    changed = pc.fill_null(pc.not_equal(previous, rows.column("member")), True)
+    moved = pc.and_(pc.and_(pc.invert(revoke), pc.is_valid(previous)), changed)
+    parts = [
+        _moved(rows.filter(revoke), 1, "revoke", keep_member=False),
+        _moved(rows.filter(revoke), 2, "assign"),
+        _moved(rows.filter(unowned), 1, "assign (was unowned)"),
+        _moved(rows.filter(moved), 1, "move"),
+    ]
+    order = [("round", "ascending"), *SORTED, ("action", "ascending")]
+    return pa.concat_tables(parts).sort_by(order)
 
 
-def member_lag(members: list[str], partitions: Rows) -> Rows:
+def _moved(rows: pa.Table, round_: int, action: str, *, keep_member: bool = True) -> pa.Table:
+    """Plan rows as moves of one round and action (the member left out while a partition is revoked)."""
+    n = rows.num_rows
+    member = rows.column("member") if keep_member else pa.nulls(n, pa.string())
+    columns = [pa.repeat(pa.scalar(round_, pa.int64()), n), pa.repeat(pa.scalar(action, pa.string()), n)]
+    columns += [rows.column("topic"), rows.column("partition"), rows.column("previous_member"), member]
+    return pa.Table.from_arrays([*columns, rows.column("load")], schema=MOVE_SCHEMA)
+
+
+def member_lag(members: list[str], partitions: pa.Table) -> Rows:
     """Lag (end offset - committed) summed over each member's partitions, today and under the chosen plan."""
-    today: dict[str, float] = defaultdict(float)
-    after: dict[str, float] = defaultdict(float)
-    for p in partitions:
-        if p["lag"] is not None:
-            today[p["owner"]] += p["lag"]
-            after[p["member"]] += p["lag"]
-    return [{"member": m, "today": today[m], "after": after[m]} for m in members]
+    known = partitions.filter(pc.is_valid(partitions.column("lag")))
+    today, after = (
+        {r[by]: r["lag_sum"] for r in known.group_by(by).aggregate([("lag", "sum")]).to_pylist()}
+        for by in ("owner", "member")
+    )
+    return [{"member": m, "today": today.get(m, 0.0), "after": after.get(m, 0.0)} for m in members]
+
+
+def heaviest(data: pa.Table, limit: int) -> pa.Table:
+    """At most `limit` rows, the heaviest by load (ties by partition), in partition order: what a chart can show."""
+    if data.num_rows <= limit:
+        return data
+    top = data.sort_by([("load", "descending"), *SORTED]).slice(0, limit)
+    return top.sort_by(SORTED)
 
 
 def key_text(key: Any) -> str:
@@ -297,40 +351,45 @@ def key_text(key: Any) -> str:
     return text if text is not None and text.isprintable() else "0x" + bytes(key).hex()
 
 
-def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str], dict[tuple[str, int], str]]:
-    """The snapshot's members and today's owner of each partition (the coordinator's assignment)."""
-    roster, owner = [], {}
+def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str], pa.Table]:
+    """The snapshot's members and today's owner of each partition (topic, partition, member: the coordinator's)."""
     members = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
-    for row in rows(read, "snapshots", members, ("member_id", "assignment")):
-        if not row.get("member_id"):
-            continue  # a group without members has one row with member_id ''
-        roster.append(row["member_id"])
-        for tp in row.get("assignment") or []:
-            owner[(tp["topic"], tp["partition"])] = row["member_id"]
-    return sorted(roster), owner
+    snapshot = typed(table(read, "snapshots", members, ("member_id", "assignment")), SNAPSHOT_SCHEMA)
+    # A group without members has one row with member_id ''.
+    snapshot = snapshot.filter(pc.fill_null(pc.not_equal(snapshot.column("member_id"), ""), False))
+    assignment = snapshot.column("assignment").combine_chunks()
+    held = pc.list_flatten(assignment)
+    owner = snapshot.column("member_id").combine_chunks().take(pc.list_parent_indices(assignment))
+    owners = pa.Table.from_arrays([held.field("topic"), held.field("partition"), owner], names=[*KEY, "member"])
+    return sorted(_distinct(snapshot, "member_id")), owners
 
 
-def _lags(offsets: Rows) -> dict[tuple[str, int], float]:
-    """Lag per partition: end offset - committed when both are known, else the table's lag column."""
-    out = {}
-    for r in offsets:
-        end, committed = r.get("end_offset"), r.get("committed")
-        if end is not None and committed is not None:
-            out[(r["topic"], r["partition"])] = max(float(end - committed), 0.0)
-        elif r.get("lag") is not None:
-            out[(r["topic"], r["partition"])] = float(r["lag"])
-    return out
+def _lags(offsets: pa.Table) -> pa.Table:
+    """Lag per partition (topic, partition, lag): end offset - committed when both are known, else the lag column."""
+    behind = pc.subtract(offsets.column("end_offset"), offsets.column("committed"))
+    lag = pc.coalesce(pc.max_element_wise(behind, 0.0, skip_nulls=False), offsets.column("lag"))
+    out = offsets.select(KEY).append_column("lag", lag)
+    return out.filter(pc.is_valid(out.column("lag")))
 
 
-def _what_if(skew: Rows) -> Rows:
-    """Per-partition load of every measured partition count (today's and each what-if)."""
-    out = [
-        {"topic": r["topic"], "partitioner": r["partitioner"], "partition_count": r["partition_count"]}
-        | {"current": r["current"], "partition": r["partition"]}
-        | {"load": r["load"] if r.get("load") is not None else r["messages"]}
-        for r in skew
-    ]
-    return sorted(out, key=lambda r: (r["topic"], r["partitioner"], r["partition_count"], r["partition"]))
+def _what_if(skew: pa.Table) -> dict[str, pa.Table]:
+    """Per-partition load of every measured partition count (today's and each what-if), per topic."""
+    load = pc.coalesce(skew.column("load"), skew.column("messages"))
+    out = skew.select(["topic", "partitioner", "partition_count", "current", "partition"]).append_column("load", load)
+    order = ["topic", "partitioner", "partition_count", "partition"]
+    return by_topic(out.sort_by([(c, "ascending") for c in order]))
+
+
+def by_topic(data: pa.Table) -> dict[str, pa.Table]:
+    """A table sorted by topic as one zero-copy slice per topic (one pass, where a filter per topic is one each)."""
+    if not data.num_rows:
+        return {}
+    codes = pc.dictionary_encode(data.column("topic")).combine_chunks()
+    index = codes.indices.to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    ends = np.r_[starts[1:], len(index)]
+    names = codes.dictionary.to_pylist()
+    return {names[index[s]]: data.slice(s, e - s) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
 
 
 def _hot_keys(hot: Rows, current: dict[str, int]) -> Rows:
@@ -355,15 +414,15 @@ def _without_keys(table: Rows) -> Rows:
     return [{k: v for k, v in r.items() if k not in ("generation_id", "group_id")} for r in table]
 
 
-def _notes(partitions: Rows, today: dict[tuple[str, int], str]) -> list[str]:
+def _notes(partitions: pa.Table, today: pa.Table) -> list[str]:
     """Facts the charts cannot show: partitions nobody owns today and the lag sitting on them."""
-    if partitions and not today:
+    if partitions.num_rows and not today.num_rows:
         return ["No member owns a partition today: every partition is assigned for the first time."]
-    unowned = [p for p in partitions if p["owner"] is None]
-    if not unowned:
+    unowned = partitions.filter(pc.is_null(partitions.column("owner")))
+    if not unowned.num_rows:
         return []
-    lag = sum(p["lag"] or 0.0 for p in unowned)
-    return [f"{len(unowned)} partition(s) have no owner today (lag {lag:,.0f}); the plan assigns them."]
+    lag = pc.sum(unowned.column("lag")).as_py() or 0.0
+    return [f"{unowned.num_rows} partition(s) have no owner today (lag {lag:,.0f}); the plan assigns them."]
 
 
 def _json(value: Any) -> Any:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from jobs.report.collect import TODAY, GenerationReport
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.report.collect import PARTITIONS_SHOWN, TODAY, GenerationReport, heaviest
 
 Figure = dict[str, Any]
 
@@ -35,12 +38,14 @@ def layout(height: int, **extra: Any) -> dict[str, Any]:
 
 
 def partition_load(report: GenerationReport) -> Figure:
-    """Today's load per partition, one bar per partition (Kafka's `topic-partition` label), one trace per topic."""
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for p in report.partitions:
-        by_topic.setdefault(p["topic"], []).append(p)
+    """Today's load per partition, one bar per partition (Kafka's `topic-partition` label), one trace per topic.
+
+    Beyond PARTITIONS_SHOWN partitions only the heaviest are drawn (the page notes the rest).
+    """
+    shown = heaviest(report.partitions, PARTITIONS_SHOWN)
     data = []
-    for i, (topic, rows) in enumerate(sorted(by_topic.items())):
+    for i, topic in enumerate(sorted(_distinct(shown, "topic"))):
+        rows = shown.filter(pc.equal(shown.column("topic"), topic)).to_pylist()
         data.append(
             {
                 "type": "bar",
@@ -58,15 +63,17 @@ def partition_load(report: GenerationReport) -> Figure:
 
 
 def what_if(report: GenerationReport, topic: str) -> Figure:
-    """Per-partition load of one topic at each measured partition count: one row of bars per count."""
-    by_count: dict[int, list[dict[str, Any]]] = {}
-    for r in report.what_if:
-        if r["topic"] == topic:
-            by_count.setdefault(r["partition_count"], []).append(r)
-    gap, n = 0.06, len(by_count)
+    """Per-partition load of one topic at each measured partition count: one row of bars per count.
+
+    Beyond PARTITIONS_SHOWN partitions at a count only the heaviest are drawn (the page notes the rest).
+    """
+    mine = report.what_if[topic]
+    counts = sorted(_distinct(mine, "partition_count"))
+    gap, n = 0.06, len(counts)
     height = (1 - gap * (n - 1)) / n
     data, axes = [], {}
-    for i, (count, part) in enumerate(sorted(by_count.items())):
+    for i, count in enumerate(counts):
+        part = heaviest(mine.filter(pc.equal(mine.column("partition_count"), count)), PARTITIONS_SHOWN).to_pylist()
         today = bool(part[0]["current"])
         suffix = "" if i == 0 else str(i + 1)
         top = 1 - i * (height + gap)
@@ -194,6 +201,11 @@ def history(generations: list[dict[str, Any]]) -> Figure:
             },
         ),
     }
+
+
+def _distinct(data: pa.Table, column: str) -> list[Any]:
+    """The distinct values of a column."""
+    return pc.unique(data.column(column)).to_pylist()
 
 
 def _label(value: Any) -> str:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 import plotly.io as pio
+import pyarrow.compute as pc
 
 from jobs.report import figures
-from jobs.report.collect import GenerationReport, Rows, key_text
+from jobs.report.collect import PARTITIONS_SHOWN, GenerationReport, Rows, key_text
 from jobs.report.figures import Figure
 from schemas.status import GenerationStatus
 
@@ -188,12 +188,13 @@ def _trigger(report: GenerationReport) -> str:
 
 
 def _partitions(report: GenerationReport) -> str:
-    """Today's per-partition load chart and where the figures come from."""
-    if not report.partitions:
+    """Today's per-partition load chart, where the figures come from and what the chart leaves out."""
+    if not report.partitions.num_rows:
         return _section("load", "Load per partition today", "", _empty("No partition was planned."))
-    sources: dict[str, dict[str, None]] = {}
-    for p in report.partitions:
-        sources.setdefault(p["source"], {})[p["topic"]] = None
+    sources: dict[str, list[str]] = {}
+    pairs = report.partitions.group_by(["source", "topic"]).aggregate([])
+    for r in pairs.sort_by([("topic", "ascending")]).to_pylist():
+        sources.setdefault(r["source"], []).append(r["topic"])
     origin = "; ".join(f"{escape(s)}: {escape(', '.join(t))}" for s, t in sorted(sources.items()))
     run = escape(str(report.generation.get("run_id")))
     text = (
@@ -201,20 +202,35 @@ def _partitions(report: GenerationReport) -> str:
         "(keys hashed with the producers' partitioner), else the plan's partition weight, else 1 per partition. "
         f"Sources \u2014 {origin}."
     )
-    notes = "".join(f"<p class='note'>{escape(n)}</p>" for n in report.notes)
-    return _section(
-        "load", "Load per partition today", text, notes + _chart("chart-load", figures.partition_load(report))
-    )
+    total = pc.sum(report.partitions.column("load")).as_py() or 0.0
+    notes = [*report.notes, *_not_shown(report.partitions.num_rows, total, "")]
+    chart = _chart("chart-load", figures.partition_load(report))
+    return _section("load", "Load per partition today", text, "".join(_note(n) for n in notes) + chart)
+
+
+def _not_shown(partitions: int, total: float, where: str) -> list[str]:
+    """The note under a chart capped at PARTITIONS_SHOWN bars: how many partitions and how much load it leaves out."""
+    hidden = partitions - PARTITIONS_SHOWN
+    if hidden <= 0:
+        return []
+    return [
+        f"{hidden:,} more partitions{where} not shown; total load {total:,.0f} over all {partitions:,}. "
+        f"The chart shows the {PARTITIONS_SHOWN:,} heaviest, so every partition not shown carries at most the "
+        "lightest bar's load."
+    ]
+
+
+def _note(text: str) -> str:
+    return f"<p class='note'>{escape(text)}</p>"
 
 
 def _what_if(report: GenerationReport) -> list[str]:
     """One section per topic measured at other partition counts: load per partition and the skew summary."""
     out = []
-    counts: dict[str, set[int]] = {}
-    for r in report.what_if:
-        counts.setdefault(r["topic"], set()).add(r["partition_count"])
-    for i, (topic, measured) in enumerate(sorted(counts.items())):
-        if len(measured) < 2:
+    for i, (topic, measured) in enumerate(sorted(report.what_if.items())):
+        counts = measured.group_by("partition_count").aggregate([("load", "count"), ("load", "sum")])
+        counts = counts.sort_by("partition_count").to_pylist()
+        if len(counts) < 2:
             continue
         summary = [r for r in report.skew_summary if r["topic"] == topic]
         recommended = [r["partition_count"] for r in summary if r.get("recommended")]
@@ -238,8 +254,13 @@ def _what_if(report: GenerationReport) -> list[str]:
             "hash % count), so per-key order breaks once for the remapped keys."
             + (f" Recommended: {', '.join(str(c) for c in recommended)} partitions." if recommended else "")
         )
+        notes = "".join(
+            _note(n)
+            for c in counts
+            for n in _not_shown(c["load_count"], c["load_sum"] or 0.0, f" at {c['partition_count']:,}")
+        )
         chart = _chart(f"chart-what-if-{i}", figures.what_if(report, topic))
-        out.append(_section(f"what-if-{i}", f"What if {topic} had more partitions", text, chart + table))
+        out.append(_section(f"what-if-{i}", f"What if {topic} had more partitions", text, notes + chart + table))
     return out
 
 
@@ -309,11 +330,12 @@ def _candidates(report: GenerationReport) -> str:
 
 
 def _moves(report: GenerationReport) -> str:
-    """The chosen plan's partition movements, by rebalance round."""
+    """The chosen plan's partition movements, by rebalance round (the first MOVES_SHOWN of them listed)."""
     moves = report.moves
-    if not moves:
+    if not moves.num_rows:
         return _section("moves", "Partitions that move", "The chosen plan moves no partition.", "")
-    cooperative = any(m["action"] == "revoke" for m in moves)
+    steps = moves.group_by(["round", "action"]).aggregate([("partition", "count")]).to_pylist()
+    cooperative = any(s["action"] == "revoke" for s in steps)
     text = (
         "Cooperative rebalancing (KIP-429): in round 1 the previous owners give up only the partitions that move, "
         "while every other partition keeps being consumed; round 2, the follow-up rebalance, assigns them."
@@ -321,10 +343,10 @@ def _moves(report: GenerationReport) -> str:
         else "Eager rebalancing: every member gives up its partitions when the rebalance starts; these partitions "
         "come back to another member than before."
     )
-    shown = moves[:MOVES_SHOWN]
-    more = f"<p class='empty'>{len(moves) - MOVES_SHOWN:,} more not shown.</p>" if len(moves) > MOVES_SHOWN else ""
+    hidden = moves.num_rows - MOVES_SHOWN
+    more = f"<p class='empty'>{hidden:,} more not shown.</p>" if hidden > 0 else ""
     table = _table(
-        shown,
+        moves.slice(0, MOVES_SHOWN).to_pylist(),
         [
             ("round", "round"),
             ("action", "action"),
@@ -335,8 +357,8 @@ def _moves(report: GenerationReport) -> str:
             ("load", "load"),
         ],
     )
-    steps = Counter((m["round"], m["action"]) for m in moves)
-    summary = ", ".join(f"round {r} {escape(a)}: {n}" for (r, a), n in sorted(steps.items()))
+    counted = sorted((s["round"], s["action"], s["partition_count"]) for s in steps)
+    summary = ", ".join(f"round {r} {escape(a)}: {n}" for r, a, n in counted)
     return _section("moves", "Partitions that move", f"{text} ({summary}.)", table + more)
 
 

@@ -30,8 +30,9 @@ from jobs import pipeline
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.report import collect, render_generation, write_reports
-from jobs.report.collect import history
+from jobs.report import collect, figures, render_generation, write_reports
+from jobs.report.collect import PARTITIONS_SHOWN, history
+from jobs.report.html import MOVES_SHOWN
 from jobs.report.reader import indexed
 from jobs.report.write import NAME_MAX, folder_name
 from jobs.steps import gate, ingest, plan, publish
@@ -152,14 +153,15 @@ def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built)
     lake, _ = built
     report = collect(lake.read_arrow, "clickstream-etl", 1)
     measured = {r["partition"]: r["load"] for r in rows(lake, "key_skew", run_id="run-1", topic="clicks", current=True)}
-    assert {p["partition"]: p["load"] for p in report.partitions} == measured
-    assert {p["source"] for p in report.partitions} == {"key skew"}
+    assert {p["partition"]: p["load"] for p in report.partitions.to_pylist()} == measured
+    assert set(report.partitions.column("source").to_pylist()) == {"key skew"}
     assert max(measured.values()) == 3.0 * (300 + 28)  # the hot key and tenant-6 share a partition
-    assert Counter(r["partition_count"] for r in report.what_if) == {10: 10, 12: 12, 16: 16}
+    assert list(report.what_if) == ["clicks"]
+    assert Counter(report.what_if["clicks"].column("partition_count").to_pylist()) == {10: 10, 12: 12, 16: 16}
     assert [k["key"] for k in report.hot_keys[:2]] == ["hot", "0xff0062696e"]  # binary keys shown as hex
     chosen = report.chosen_strategy
     plans = rows(lake, "plans", group_id="clickstream-etl", generation_id=1, strategy=chosen)
-    assert sorted((m["partition"], m["member"]) for m in report.moves if m["member"]) == sorted(
+    assert sorted((m["partition"], m["member"]) for m in report.moves.to_pylist() if m["member"]) == sorted(
         (r["partition"], r["member"]) for r in plans if r["moved"]
     )
     after = [m for m in report.members if m["assignment"] == chosen]
@@ -172,11 +174,12 @@ def test_collect_reads_loads_members_moves_lag_and_the_gate_from_the_lake(built)
 
     payments = collect(lake.read_arrow, "payments", 1)  # cooperative-sticky: revoke first, assign next round
     assert payments.chosen_strategy == "cooperative-sticky"
-    assert {p["source"] for p in payments.partitions} == {"plan weight"}  # the plan step's own loads
-    revoked = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 1]
-    assigned = [(m["action"], m["partition"], m["previous_member"]) for m in payments.moves if m["round"] == 2]
+    assert set(payments.partitions.column("source").to_pylist()) == {"plan weight"}  # the plan step's own loads
+    moved = payments.moves.to_pylist()
+    revoked = [(m["action"], m["partition"], m["previous_member"]) for m in moved if m["round"] == 1]
+    assigned = [(m["action"], m["partition"], m["previous_member"]) for m in moved if m["round"] == 2]
     assert revoked and [("assign", *m[1:]) for m in revoked] == assigned
-    assert all(m["member"] is None for m in payments.moves if m["round"] == 1)
+    assert all(m["member"] is None for m in moved if m["round"] == 1)
 
     inventory = collect(lake.read_arrow, "inventory", 2)
     assert inventory.status == "rejected"
@@ -198,13 +201,11 @@ def test_the_indexed_reader_answers_as_the_lake_does(built):
 def test_every_figure_is_a_valid_plotly_figure(built):
     import plotly.graph_objects as go
 
-    from jobs.report import figures
-
     lake, _ = built
     for group, generation in generations(lake):
         report = collect(lake.read_arrow, group, generation)
         charts = [figures.partition_load(report), figures.member_load(report), figures.member_lag(report)]
-        charts += [figures.what_if(report, t) for t in {r["topic"] for r in report.what_if}]
+        charts += [figures.what_if(report, t) for t in report.what_if]
         for chart in charts:
             go.Figure(chart)  # raises on any property plotly does not know
     go.Figure(figures.history(history(lake.read_arrow, "payments")))
@@ -240,8 +241,9 @@ def test_columns_other_engineers_add_are_shown_and_missing_ones_skipped(built):
         "approval": {"by": "ops <on-call>", "at": "2026-11-21"},
     }
     assert report.changes == {"members": {"added": ["c-9"]}}
-    assert {p["source"] for p in report.partitions} == {"uniform"} and {m["today"] for m in report.lag} == {0}
-    assert {m["action"] for m in report.moves} == {"move"}  # without phases every move is shown in one round
+    assert set(report.partitions.column("source").to_pylist()) == {"uniform"}
+    assert {m["today"] for m in report.lag} == {0}
+    assert set(report.moves.column("action").to_pylist()) == {"move"}  # without phases every move is in one round
     page = render_generation(report)
     assert "migration_readiness" in page and "ops &lt;on-call&gt;" in page and "c-9" in page
     assert "Hot keys" not in page and "Partitioner fingerprint" not in page
@@ -303,6 +305,97 @@ def test_pages_render_in_chromium_without_errors_and_draw_one_mark_per_partition
     finally:
         browser.close()
     assert browser.process.poll() is not None
+
+
+WIDE = {"wide-a": 1800, "wide-b": 1200}  # 3,000 partitions: over PARTITIONS_SHOWN
+WIDE_MEMBERS = ["w0", "w1", "w2"]
+WIDE_WHAT_IF = 2400  # wide-b measured at today's 1,200 and at 2,400 (over the cap too)
+
+
+def wide_tables() -> dict[str, pa.Table]:
+    """A lake of one group over PARTITIONS_SHOWN partitions: today on w0/w1, a plan over w0-w2, skew of wide-b."""
+    tps = [(t, p) for t, n in WIDE.items() for p in range(n)]
+    weight = {tp: float(1 + (tp[1] * 7919 + len(tp[0])) % 997) for tp in tps}
+    held = {m: [{"topic": t, "partition": p} for t, p in tps if p % 2 == i] for i, m in enumerate(WIDE_MEMBERS[:2])}
+    snapshot = {"snapshot_id": "s-1", "group_id": "wide"}
+    plans = [
+        {"generation_id": 1, "group_id": "wide", "strategy": "range", "topic": t, "partition": p}
+        | {"member": WIDE_MEMBERS[p % 3], "previous_member": WIDE_MEMBERS[p % 2], "weight": weight[(t, p)]}
+        | {"moved": p % 3 != p % 2}
+        for t, p in tps
+    ]
+    skew = [
+        {"run_id": "r-1", "topic": "wide-b", "partitioner": "murmur2", "partition_count": n, "partition": p}
+        | {"current": n == WIDE["wide-b"], "messages": float(1 + (p * 31) % 500)}
+        for n in (WIDE["wide-b"], WIDE_WHAT_IF)
+        for p in range(n)
+    ]
+    generation = {"group_id": "wide", "generation_id": 1, "created_at": T0, "trigger": "manual", "run_id": "r-1"}
+    generation |= {"snapshot_id": "s-1", "chosen_strategy": "range", "status": "approved", "parameters": "{}"}
+    return {
+        "generations": rows_table("generations", [generation]),
+        "snapshots": rows_table(
+            "snapshots", [snapshot | {"member_id": m, "assignment": held.get(m, [])} for m in WIDE_MEMBERS]
+        ),
+        "plans": rows_table("plans", plans),
+        "plan_metrics": rows_table(
+            "plan_metrics", [{"generation_id": 1, "group_id": "wide", "strategy": "range", "chosen": True}]
+        ),
+        "partition_offsets": rows_table(
+            "partition_offsets",
+            [snapshot | {"topic": t, "partition": p, "committed": 0, "end_offset": 10} for t, p in tps],
+        ),
+        "key_skew": rows_table("key_skew", skew),
+    }
+
+
+def heaviest_per_topic(loads: dict[tuple[str, int], float]) -> list[int]:
+    """Bars per topic the load chart must draw: the PARTITIONS_SHOWN heaviest (ties by topic, partition)."""
+    shown = sorted(loads, key=lambda tp: (-loads[tp], tp))[:PARTITIONS_SHOWN]
+    return [sum(1 for t, _ in shown if t == topic) for topic in sorted(WIDE)]
+
+
+def test_a_group_over_the_cap_draws_its_heaviest_partitions_and_notes_the_rest(tmp_path):
+    tables = wide_tables()
+
+    def read(name: str, filters: Any = None) -> pa.Table:
+        if name not in tables:
+            raise TableNotFoundError(f"no table {name}")
+        return tables[name]
+
+    report = collect(indexed(read), "wide", 1)
+    assert report.partitions.num_rows == sum(WIDE.values()) == 3000
+    loads = {(p["topic"], p["partition"]): p["load"] for p in report.partitions.to_pylist()}
+    chart = figures.partition_load(report)
+    assert [len(trace["x"]) for trace in chart["data"]] == heaviest_per_topic(loads)
+    assert min(min(trace["y"]) for trace in chart["data"]) >= sorted(loads.values())[-PARTITIONS_SHOWN]
+    # Per-member sections count every partition, not only the charted ones.
+    after = [m for m in report.members if m["chosen"]]
+    assert sum(m["partitions"] for m in after) == 3000 and sum(m["load"] for m in after) == sum(loads.values())
+    assert {m["member"]: m["today"] for m in report.lag} == {"w0": 15000.0, "w1": 15000.0, "w2": 0.0}
+
+    written = write_reports(read, tmp_path)
+    page = (tmp_path / "wide" / "generation-1.html").read_text()
+    total = sum(loads.values())
+    assert f"1,000 more partitions not shown; total load {total:,.0f} over all 3,000." in page
+    assert "400 more partitions at 2,400 not shown" in page
+    assert f"{report.moves.num_rows - MOVES_SHOWN:,} more not shown." in page
+    if not CHROMIUM.exists():
+        return
+    browser = Browser()
+    try:
+        browser.open(written[0].as_uri())
+        assert browser.errors() == []
+        charts = {c["id"]: c for c in browser.evaluate(MARKS_JS)}
+        assert {k: v["data"] for k, v in charts.items()} == {
+            "chart-load": heaviest_per_topic(loads),
+            "chart-what-if-0": [WIDE["wide-b"], PARTITIONS_SHOWN],
+            "chart-members": [3, 3],
+            "chart-lag": [3, 3],
+        }
+        assert all(c["drawn"] == c["data"] for c in charts.values())
+    finally:
+        browser.close()
 
 
 class Browser:
