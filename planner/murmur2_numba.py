@@ -3,10 +3,14 @@
 `murmur2` is `org.apache.kafka.common.utils.Utils.murmur2` line for line; Java's wrapping int is kept as
 its 32 bits (`& 0xFFFFFFFF` after each multiply), so `>>>` is a plain shift. LLVM fuses each block's four
 byte loads into one 32-bit load and inlines `murmur2` into the batch loops. Compiled on first call and
-cached beside this file (cache=True); planner.hashing imports this module only where numba is installed.
+cached beside this file where it is writable (`compiled`); planner.hashing imports this module only where
+numba is installed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -15,7 +19,20 @@ _INT_BITS = 0xFFFFFFFF  # Java's int arithmetic wraps at 32 bits: keep the low 3
 _NO_KEYED_PARTITION = -1  # planner.hashing.NO_KEYED_PARTITION (a leaf module: it cannot import hashing)
 
 
-@njit(cache=True, nogil=True, inline="always")
+def compiled(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """njit with its machine code cached on disk, or compiled once per process where no cache directory is
+    writable (a read-only install run by a user without a writable home): numba refuses to cache there."""
+
+    def wrap(function: Callable[..., Any]) -> Any:
+        try:
+            return njit(cache=True, **options)(function)
+        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+            return njit(cache=False, **options)(function)
+
+    return wrap
+
+
+@compiled(nogil=True, inline="always")
 def murmur2(data: np.ndarray) -> int:
     """Utils.murmur2(data) as its 32 bits, unsigned: Kafka's hash of one serialized key."""
     length = len(data)
@@ -60,13 +77,13 @@ def murmur2(data: np.ndarray) -> int:
     return h
 
 
-@njit(cache=True, nogil=True, inline="always")
+@compiled(nogil=True, inline="always")
 def to_positive(number: int) -> int:
     """Utils.toPositive: clears the sign bit, so Integer.MIN_VALUE maps to 0."""
     return number & 0x7FFFFFFF
 
 
-@njit(cache=True, nogil=True)
+@compiled(nogil=True)
 def murmur2_many(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray, out: np.ndarray) -> None:
     """out[i] = murmur2 of key i, data[offsets[i]:offsets[i + 1]]; a null key (nulls[i]) hashes as the empty key."""
     for i in range(len(out)):
@@ -75,7 +92,7 @@ def murmur2_many(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray, out: 
         out[i] = murmur2(data[offsets[i] : end])
 
 
-@njit(cache=True, nogil=True)
+@compiled(nogil=True)
 def partitions_for_keys(
     offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray, num_partitions: int, out: np.ndarray
 ) -> None:
