@@ -34,6 +34,7 @@ Example: M0 owned t0 (loads 4, 3, 2, 1); M1 joins. M0 revokes t0p0 and t0p3 now;
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -63,6 +64,7 @@ class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
         # without revocations there is no follow-up rebalance to look ahead to.
         if not np.any(now[group.claim_partition] != group.claim_member):
             return now
+        affordable = self._affordable(group)
         for _ in range(_LOOK_AHEAD):
             # The follow-up sees the members owning `now`; what it gives elsewhere is revoked (or, when nobody
             # owned it, withheld) in this round already, so the follow-up keeps all it finds owned.
@@ -71,22 +73,22 @@ class CooperativeBalancedLoadAssignor(BalancedLoadAssignor):
             if not again.any():
                 break
             ahead = np.where(again, -1, now).astype(np.int32)
-            if not self._affordable(group, ahead):
+            if not affordable(ahead):
                 break  # rule 2 outranks the round count: the follow-up may revoke the rest
             now = ahead
         return now
 
-    def _affordable(self, group: GroupSpec, now: np.ndarray) -> bool:
-        """Whether what leaves a still-valid owner in this round stays within `max_move_share` (balanced_load's
-        rule 2, the budget of `_Builder.keep`)."""
+    def _affordable(self, group: GroupSpec) -> Callable[[np.ndarray], bool]:
+        """Whether a round's owners keep what leaves a still-valid owner within `max_move_share` (balanced_load's
+        rule 2, the budget of `_Builder.keep`); the group's ownership and weights are read once for every look-ahead."""
         if self.max_move_share is None:
-            return True
+            return lambda now: True
         owned, _ = previous_owners(group)
         topic = group.topic_of(np.arange(group.num_partitions))
         valid = (owned >= 0) & group.subscribed_matrix()[np.maximum(owned, 0), topic]
         unit = partition_weights(group) if self.move_budget == "load" else np.ones(group.num_partitions)
-        left = float(unit[valid & (now != owned)].sum())
-        return left <= self.max_move_share * float(unit[assignable(group)].sum()) * (1 + 1e-12) + 1e-12
+        budget = self.max_move_share * float(unit[assignable(group)].sum()) * (1 + 1e-12) + 1e-12
+        return lambda now: float(unit[valid & (now != owned)].sum()) <= budget
 
     def _target(self, group: GroupSpec) -> np.ndarray:
         """The eager balanced-load assignment of `group` with this assignor's options (remembered for one group)."""
