@@ -126,14 +126,14 @@ def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
     target = candidate(plans, chosen)
     roster, today = _today(read, group_id, snapshot_id)
-    topics = sorted(set(_distinct(plans, "topic")) | set(_distinct(today, "topic")))
+    topics = sorted(set(distinct(plans, "topic")) | set(distinct(today, "topic")))
     run = [("topic", "in", topics), ("run_id", "=", run_id)]
 
     skew = typed(table(read, "key_skew", run, SKEW_COLUMNS), SKEW_SCHEMA)
     offsets = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
     lags = _lags(typed(table(read, "partition_offsets", offsets), OFFSET_SCHEMA))
     partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
-    members = sorted(set(roster) | (set(_distinct(plans, "member")) - {None}))
+    members = sorted(set(roster) | (set(distinct(plans, "member")) - {None}))
     summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
     current = {r["topic"]: r["partition_count"] for r in summary if r.get("current")}
     return GenerationReport(
@@ -182,7 +182,6 @@ def groups(read: Read) -> Rows:
 
 def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> Rows:
     """A table's rows as dicts (only `columns`, those the table has, when given); a missing table reads as empty."""
-    # Selecting first spares converting columns nobody shows (timestamps cost most) into Python objects.
     return table(read, name, filters, columns).to_pylist()
 
 
@@ -194,6 +193,7 @@ def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ..
         found = read(name, list(filters) if filters else None)
     except TableNotFoundError:
         return pa.table({})
+    # Selecting first spares converting columns nobody shows (timestamps cost most) into Python objects.
     return found.select([c for c in columns if c in found.column_names]) if columns else found
 
 
@@ -209,7 +209,7 @@ def candidate(plans: pa.Table, strategy: str | None) -> pa.Table:
     return plans.filter(pc.equal(plans.column("strategy"), pa.scalar(strategy, pa.string()))).drop_columns("strategy")
 
 
-def _distinct(data: pa.Table, column: str) -> list[Any]:
+def distinct(data: pa.Table, column: str) -> list[Any]:
     """The distinct values of a column (none when the table lacks it)."""
     return pc.unique(data.column(column)).to_pylist() if column in data.column_names else []
 
@@ -267,7 +267,7 @@ def member_loads(
     per = _per_member(today, plans, partitions)
     assigned = {strategy for strategy, _ in per}
     out = []
-    for assignment in [TODAY, *sorted(_distinct(plans, "strategy"))]:
+    for assignment in [TODAY, *sorted(distinct(plans, "strategy"))]:
         if assignment not in assigned and assignment != TODAY:
             continue  # a candidate that assigns nothing has no column, as today always has
         out += [
@@ -301,9 +301,10 @@ def moves(target: pa.Table, partitions: pa.Table) -> pa.Table:
     unowned = pc.and_(pc.invert(revoke), pc.is_null(previous))
     changed = pc.fill_null(pc.not_equal(previous, rows.column("member")), True)
     moved = pc.and_(pc.and_(pc.invert(revoke), pc.is_valid(previous)), changed)
+    revoked = rows.filter(revoke)
     parts = [
-        _moved(rows.filter(revoke), 1, "revoke", keep_member=False),
-        _moved(rows.filter(revoke), 2, "assign"),
+        _moved(revoked, 1, "revoke", keep_member=False),
+        _moved(revoked, 2, "assign"),
         _moved(rows.filter(unowned), 1, "assign (was unowned)"),
         _moved(rows.filter(moved), 1, "move"),
     ]
@@ -361,7 +362,7 @@ def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str
     held = pc.list_flatten(assignment)
     owner = snapshot.column("member_id").combine_chunks().take(pc.list_parent_indices(assignment))
     owners = pa.Table.from_arrays([held.field("topic"), held.field("partition"), owner], names=[*KEY, "member"])
-    return sorted(_distinct(snapshot, "member_id")), owners
+    return sorted(distinct(snapshot, "member_id")), owners
 
 
 def _lags(offsets: pa.Table) -> pa.Table:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.report.collect import PARTITIONS_SHOWN, TODAY, GenerationReport, heaviest
+from jobs.report.collect import PARTITIONS_SHOWN, TODAY, GenerationReport, distinct, heaviest
 
 Figure = dict[str, Any]
 
@@ -44,7 +43,7 @@ def partition_load(report: GenerationReport) -> Figure:
     """
     shown = heaviest(report.partitions, PARTITIONS_SHOWN)
     data = []
-    for i, topic in enumerate(sorted(_distinct(shown, "topic"))):
+    for i, topic in enumerate(sorted(distinct(shown, "topic"))):
         rows = shown.filter(pc.equal(shown.column("topic"), topic)).to_pylist()
         data.append(
             {
@@ -68,7 +67,7 @@ def what_if(report: GenerationReport, topic: str) -> Figure:
     Beyond PARTITIONS_SHOWN partitions at a count only the heaviest are drawn (the page notes the rest).
     """
     mine = report.what_if[topic]
-    counts = sorted(_distinct(mine, "partition_count"))
+    counts = sorted(distinct(mine, "partition_count"))
     gap, n = 0.06, len(counts)
     height = (1 - gap * (n - 1)) / n
     data, axes = [], {}
@@ -201,11 +200,6 @@ def history(generations: list[dict[str, Any]]) -> Figure:
             },
         ),
     }
-
-
-def _distinct(data: pa.Table, column: str) -> list[Any]:
-    """The distinct values of a column."""
-    return pc.unique(data.column(column)).to_pylist()
 
 
 def _label(value: Any) -> str:
