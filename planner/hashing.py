@@ -14,6 +14,7 @@ what Spark executors with only NumPy, pandas, pyarrow and pyspark run.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, cast
 
@@ -333,14 +334,33 @@ def _numpy_partitions(
     return parts
 
 
+def _numba_hashes(offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None) -> np.ndarray:
+    """Utils.murmur2 of every key by numba's compiled loop, imported on first use (numba costs 0.25 s to import,
+    which every command that only parses arguments or hashes one key would pay)."""
+    from planner import murmur2_numba
+
+    return murmur2_numba.hashes(offsets, data, nulls)
+
+
+def _numba_partitions(
+    offsets: np.ndarray, data: np.ndarray, nulls: np.ndarray | None, num_partitions: int
+) -> np.ndarray:
+    """toPositive(murmur2(key)) % num_partitions of every key by numba's compiled loop, imported on first use."""
+    from planner import murmur2_numba
+
+    return murmur2_numba.partitions(offsets, data, nulls, num_partitions)
+
+
 def _batches() -> dict[str, Murmur2Batch]:
     """The batch murmur2 implementations this interpreter has, preferred first: numba's where it is installed."""
     numpy = Murmur2Batch(_numpy_hashes, _numpy_partitions)
     try:
-        from planner import murmur2_numba
-    except ImportError:  # Spark executors' venvs hold NumPy, pandas, pyarrow and pyspark only
+        numba = importlib.util.find_spec("numba")
+    except ImportError:  # an import hook refusing it
+        numba = None
+    if numba is None:  # Spark executors' venvs hold NumPy, pandas, pyarrow and pyspark only
         return {"numpy": numpy}
-    return {"numba": Murmur2Batch(murmur2_numba.hashes, murmur2_numba.partitions), "numpy": numpy}
+    return {"numba": Murmur2Batch(_numba_hashes, _numba_partitions), "numpy": numpy}
 
 
 BATCHES = _batches()
