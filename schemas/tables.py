@@ -13,6 +13,9 @@ from schemas.spec import TOPIC_PARTITION, TS, TableSpec, table
 
 __all__ = ["TABLES", "TS", "TOPIC_PARTITION", "TableSpec", "table"]
 
+WHAT_IF_SOURCE = "what-if"
+"""`snapshots.source` of a what-if scenario: history, never the base of a later scenario, run or comparison."""
+
 SNAPSHOTS = table(
     "snapshots",
     ("snapshot_id", "group_id", "member_id"),

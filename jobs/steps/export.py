@@ -17,6 +17,7 @@ from jobs.apply.plan import FORMAT, Plan, PlanError, parse_plan
 from jobs.context import RunContext
 from jobs.io.lake import Lake
 from planner.errors import InputError
+from schemas.tables import WHAT_IF_SOURCE
 
 APPROVED = "approved"
 WAS_APPROVED = ("approved", "superseded")  # statuses of generations that passed every check at some time
@@ -58,7 +59,7 @@ def select_generation(lake: Lake, group: str, generation: int | None = None) -> 
 def what_if_snapshots(lake: Lake, group: str) -> set[str]:
     """Ids of the group's what-if scenarios (snapshots written by `rebalance what-if`, source what-if)."""
     rows = lake.read_arrow("snapshots", [("group_id", "=", group)]).select(["snapshot_id", "source"]).to_pylist()
-    return {r["snapshot_id"] for r in rows if r["source"] == "what-if"}
+    return {r["snapshot_id"] for r in rows if r["source"] == WHAT_IF_SOURCE}
 
 
 def plan_of(lake: Lake, generation: dict[str, Any]) -> Plan:

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs.io.lake import Lake
+from schemas.tables import WHAT_IF_SOURCE
 
 COLUMNS = ("group_id", "topic", "partition", "source", "value")
 
@@ -41,7 +42,7 @@ def previous_snapshots(spark: SparkSession, lake: Lake, run_id: str) -> DataFram
     has an earlier snapshot (by capture time, then id)."""
     taken = (
         lake.read(spark, "snapshots")
-        .where((F.col("source") != "what-if") | (F.col("snapshot_id") == run_id))
+        .where((F.col("source") != WHAT_IF_SOURCE) | (F.col("snapshot_id") == run_id))
         .groupBy("group_id", "snapshot_id")
         .agg(F.min("captured_at").alias("captured_at"))
     )

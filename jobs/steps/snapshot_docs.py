@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.io.lake import Lake
+from schemas.tables import WHAT_IF_SOURCE
 
 _GROUP_FIELDS = ("state", "protocol_type", "protocol", "group_type", "state_reason", "server_assignor")
 _EPOCHS = ("group_epoch", "assignment_epoch")
@@ -87,13 +88,16 @@ def _pair_lists(column: pa.Array) -> list[list[list[Any]] | None]:
 
 
 def previous_snapshot_ids(lake: Lake, groups: set[str], snapshot_id: str) -> dict[str, str]:
-    """Each group's snapshot captured just before `snapshot_id` (by capture time, then id), for the groups that
-    have one; the snapshots table is read once for all of them."""
+    """Each group's observed snapshot captured just before `snapshot_id` (by capture time, then id; what-if
+    scenarios other than `snapshot_id` itself are skipped, as the plan step's throughput skips them), for the
+    groups that have one; the snapshots table is read once for all of them."""
     rows = lake.read_arrow("snapshots", [("group_id", "in", sorted(groups))]).select(
-        ["group_id", "snapshot_id", "captured_at"]
+        ["group_id", "snapshot_id", "captured_at", "source"]
     )
     moments: dict[str, set[tuple[Any, str]]] = {}
     for r in rows.to_pylist():
+        if r["source"] == WHAT_IF_SOURCE and r["snapshot_id"] != snapshot_id:
+            continue
         moments.setdefault(r["group_id"], set()).add((r["captured_at"], r["snapshot_id"]))
     out = {}
     for group_id, taken in moments.items():

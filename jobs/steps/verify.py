@@ -23,6 +23,7 @@ from jobs.context import RunContext
 from jobs.io.lake import rows_table
 from jobs.steps.export import WAS_APPROVED, build_plan
 from planner.errors import InputError
+from schemas.tables import WHAT_IF_SOURCE
 
 
 def run(
@@ -50,7 +51,7 @@ def run(
             now[r["group_id"]].append(r)
     if group is not None and not now:
         raise InputError(f"snapshot: group {group!r} is not in snapshot {snapshot_id!r}")
-    scenarios = {r["snapshot_id"] for r in history if r["source"] == "what-if"}
+    scenarios = {r["snapshot_id"] for r in history if r["source"] == WHAT_IF_SOURCE}
     generations = lake.read_arrow("generations", [("group_id", "in", list(now))]).to_pylist()
     in_force = {}
     for group_id, rows in now.items():

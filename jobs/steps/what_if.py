@@ -18,9 +18,7 @@ from jobs.steps import ingest
 from jobs.steps.ingest import IngestResult, RawDocument
 from planner.errors import InputError, LimitError
 from schemas.rules import Limits, check_group
-
-SOURCE = "what-if"
-"""The `source` of a scenario's snapshot: scenarios are history, never the base of the next scenario."""
+from schemas.tables import WHAT_IF_SOURCE
 
 
 class ScenarioError(InputError):
@@ -34,7 +32,7 @@ def latest_document(lake: Lake, group_id: str, snapshot_id: str | None = None) -
     if snapshot_id is not None:
         rows = [r for r in rows if r["snapshot_id"] == snapshot_id]
     else:
-        rows = [r for r in rows if r["source"] != SOURCE]
+        rows = [r for r in rows if r["source"] != WHAT_IF_SOURCE]
     if not rows:
         which = f"snapshot {snapshot_id!r}" if snapshot_id else "observed snapshot"
         raise ScenarioError(f"group: no {which} of group {group_id!r} in the lake")
@@ -139,7 +137,7 @@ def run(
         remove_members=remove_members,
     )
     raw = RawDocument(f"what-if:{group_id}", json.dumps(doc), doc=doc)
-    result = ingest.run(ctx, received_at=received_at, documents=[raw], source=SOURCE)
+    result = ingest.run(ctx, received_at=received_at, documents=[raw], source=WHAT_IF_SOURCE)
     if result.quarantined:
         raise ScenarioError(result.quarantined[0][1])
     return result
