@@ -172,18 +172,18 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
 
     return GroupSpec(
         topics=topics,
-        topic_start=_frozen(topic_start),
+        topic_start=frozen(topic_start),
         members=members,
-        subscriptions=tuple(_frozen(s) for s in subscriptions),
+        subscriptions=tuple(frozen(s) for s in subscriptions),
         unknown_topics=tuple(unknown),
         group_instance_ids=tuple(instance_ids),
         racks=tuple(racks),
-        generations=_frozen(np.asarray(generations, dtype=np.int64)),
-        claim_member=_frozen(np.concatenate([np.empty(0, np.int32), *claim_member])),
-        claim_partition=_frozen(np.concatenate([np.empty(0, np.int64), *claim_partition])),
+        generations=frozen(np.asarray(generations, dtype=np.int64)),
+        claim_member=frozen(np.concatenate([np.empty(0, np.int32), *claim_member])),
+        claim_partition=frozen(np.concatenate([np.empty(0, np.int64), *claim_partition])),
         partition_loads=_partition_loads(doc.get("loads"), topics, topic_start),
         member_weights=(
-            None if all(w is None for w in weights) else _frozen(np.asarray([1.0 if w is None else w for w in weights]))
+            None if all(w is None for w in weights) else frozen(np.asarray([1.0 if w is None else w for w in weights]))
         ),
         topic_uuids=_topic_uuids(doc.get("topic_ids"), topics),
         partition_racks=_partition_racks(doc.get("partition_racks"), topics, topic_start),
@@ -219,7 +219,7 @@ def _partition_loads(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
         n = int(topic_start[t_id + 1] - topic_start[t_id])
         vals = np.asarray(ws, dtype=np.float64)[:n]
         weights[topic_start[t_id] : topic_start[t_id] + len(vals)] = vals
-    return _frozen(weights)
+    return frozen(weights)
 
 
 def _topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
@@ -237,7 +237,7 @@ def _topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
     bits = np.empty((len(topics), 2), dtype=np.int64)
     for i, t in enumerate(topics):
         bits[i] = _uuid_bits(raw[t], f"topic_ids[{t!r}]")
-    return _frozen(bits)
+    return frozen(bits)
 
 
 def _uuid_bits(text: Any, what: str) -> tuple[int, int]:
@@ -285,10 +285,11 @@ def _partition_racks(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
     )
     offsets = np.zeros(int(topic_start[-1]) + 1, dtype=np.int64)
     np.cumsum(np.bincount(pairs[0], minlength=int(topic_start[-1])), out=offsets[1:])
-    return PartitionRacks(names, _frozen(offsets), _frozen(pairs[1].astype(np.int32)))
+    return PartitionRacks(names, frozen(offsets), frozen(pairs[1].astype(np.int32)))
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def frozen(a: np.ndarray) -> np.ndarray:
+    """`a`, made read-only: a GroupSpec's arrays are shared by every assignor that reads it."""
     a.flags.writeable = False
     return a
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from jobs.kernels.loads import Loads, choose
 from planner.assignment import assign_arrays
-from planner.group import DEFAULT_GENERATION, GroupSpec, java_key
+from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key
 from planner.load import load_bound
 from schemas.tables import PARTITION_LOADS, PLAN_METRICS, PLANS
 
@@ -123,7 +123,7 @@ def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> 
         spec.num_partitions,
         has_previous=members.column("previous_snapshot").null_count < members.num_rows,
     )
-    spec = dataclasses.replace(spec, partition_loads=_frozen(loads.values))
+    spec = dataclasses.replace(spec, partition_loads=frozen(loads.values))
     return Group(rows.column("group_id")[0].as_py(), rows.column("generation_id")[0].as_py(), spec, current, loads)
 
 
@@ -158,15 +158,15 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
     current[held] = held_by[first]
     spec = GroupSpec(
         topics=topics,
-        topic_start=_frozen(topic_start),
+        topic_start=frozen(topic_start),
         members=tuple(names),
-        subscriptions=tuple(_frozen(s) for s in subscriptions),
+        subscriptions=tuple(frozen(s) for s in subscriptions),
         unknown_topics=tuple(tuple(sorted(u, key=java_key)) for u in unknown),
         group_instance_ids=tuple(members.column("group_instance_id").to_pylist()),
         racks=tuple(members.column("rack").to_pylist()),
-        generations=_frozen(kafka_generation.astype(np.int64)),
-        claim_member=_frozen(claim_member[order].astype(np.int32)),
-        claim_partition=_frozen(claim_partition[order]),
+        generations=frozen(kafka_generation.astype(np.int64)),
+        claim_member=frozen(claim_member[order].astype(np.int32)),
+        claim_partition=frozen(claim_partition[order]),
         partition_loads=None,
         member_weights=None,
     )
@@ -381,8 +381,3 @@ def _repeat(value: str, n: int) -> pa.Array:
 def _nulls(schema: pa.Schema, n: int) -> dict[str, pa.Array]:
     """Null columns for every field of `schema` but `table` and `path`."""
     return {f.name: pa.nulls(n, f.type) for f in schema if f.name not in ("table", "path")}
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.flags.writeable = False
-    return a

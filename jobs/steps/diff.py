@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.context import RunContext
@@ -63,12 +63,17 @@ def member_changes(plans: DataFrame) -> DataFrame:
     )
     gained = _sorted_lists(moved, "member", "gained")
     lost = _sorted_lists(moved, "previous_member", "lost")
-    none = F.array().cast("array<struct<topic:string,partition:int>>")
+    none = _no_partitions()
     return (
         held.join(gained, keys, "left")
         .join(lost, keys, "left")
         .withColumns({"gained": F.coalesce("gained", none), "lost": F.coalesce("lost", none)})
     )
+
+
+def _no_partitions() -> Column:
+    """An empty (topic, partition) list: gained or lost by a member with no moved rows."""
+    return F.array().cast("array<struct<topic:string,partition:int>>")
 
 
 def _sorted_lists(moved: DataFrame, who: str, name: str) -> DataFrame:
@@ -82,7 +87,7 @@ def _sorted_lists(moved: DataFrame, who: str, name: str) -> DataFrame:
 
 def with_idle_members(changed: DataFrame, members: DataFrame) -> DataFrame:
     """`changed` and a row for each snapshot member of a candidate's group that its plan rows do not name."""
-    none = F.array().cast("array<struct<topic:string,partition:int>>")
+    none = _no_partitions()
     idle = (
         changed.select(*CANDIDATE)
         .distinct()
