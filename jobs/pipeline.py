@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jobs.context import RunContext
     from jobs.steps.ingest import IngestResult
 
-AFTER_PLAN = ("changes", "migration", "diff")  # steps that write onto the generations `plan` allocates
+AFTER_PLAN = ("changes", "migration")  # steps that write onto the generations `plan` allocates
 NIGHTLY = ("ingest", "verify", "skew", "plan", *AFTER_PLAN, "gate", "publish", "report", "review", "signals")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
 
@@ -94,13 +94,6 @@ def migration(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
     return migration.run(ctx)
 
 
-def diff(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
-    """Each candidate against today's assignment, member by member (partitions gained and lost)."""
-    from jobs.steps import diff
-
-    return diff.run(ctx)
-
-
 def gate(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
     """Validate the run's chosen candidates with Great Expectations."""
     from jobs.steps import gate
@@ -155,7 +148,6 @@ STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "plan": plan,
     "changes": changes,
     "migration": migration,
-    "diff": diff,
     "gate": gate,
     "publish": publish,
     "report": report,

@@ -3,8 +3,9 @@
 Runs inside Spark's mapInArrow over rows partitioned and sorted by group (`jobs.steps.plan`). Each group goes
 straight from Arrow arrays into the planner's dense-id form (`GroupSpec`): no Python object per partition, so a
 group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads of all its
-groups to one Parquet file per table in the tables' directories, and returns only small rows: each candidate's
-`plan_metrics` and the path of each file written, which the step commits to Delta.
+groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`, `partition_loads`), and
+returns only small rows: each candidate's `plan_metrics` and the path of each file written, which the step commits
+to Delta.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jobs.kernels.loads import Loads, choose
 from planner.assignment import assign_arrays
 from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key
 from planner.load import load_bound
-from schemas.tables import PARTITION_LOADS, PLAN_METRICS, PLANS
+from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS, TOPIC_PARTITION
 
 # What the kernel returns: one row per candidate (its plan_metrics and the group's load source), then one row per
 # file it wrote (`table`, `path` relative to the lake root's table directory); the other kind's columns are null.
@@ -75,8 +76,9 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
             bound = load_bound(group.spec)
             candidates = []
             for strategy in settings.strategies:
-                plan_rows, metrics = candidate(group, strategy, bound)
+                plan_rows, diffs, metrics = candidate(group, strategy, bound)
                 sinks[PLANS.name].write(plan_rows)
+                sinks[PLAN_DIFFS.name].write(diffs)
                 candidates += [metrics] if metrics else []
             yield outcome_batch(choose_candidate(candidates), group.loads.label)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
@@ -88,7 +90,7 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
     return kernel
 
 
-_SCHEMAS = {PLANS.name: PLANS.schema, PARTITION_LOADS.name: PARTITION_LOADS.schema}
+_SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
 
 
 def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
@@ -264,9 +266,9 @@ def load_rows(group: Group) -> pa.Table:
     )
 
 
-def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, dict[str, Any] | None]:
+def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.Table, dict[str, Any] | None]:
     """One strategy's candidate: its `plans` rows (each assigned partition's target owner, previous owner, move
-    and phase) and its `plan_metrics` (None when it assigns nothing).
+    and phase), its `plan_diffs` rows and its `plan_metrics` (None when it assigns nothing).
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in the
     follow-up one, so its target owner does not get it now (phase `revoke`).
@@ -295,8 +297,9 @@ def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, dict
         },
         schema=PLANS.schema,
     )
+    diffs = diff_rows(group, strategy, parts, member, previous)
     if n == 0:
-        return rows, None
+        return rows, diffs, None
     members = len(spec.members)
     held = np.bincount(member, minlength=members)
     load = np.bincount(member, weights=weight, minlength=members)
@@ -317,7 +320,46 @@ def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, dict
         "partitions_moved": int(moved.sum()),
         "stickiness": 1 - int(moved.sum()) / owned_before if owned_before else None,
     }
-    return rows, metrics
+    return rows, diffs, metrics
+
+
+def diff_rows(group: Group, strategy: str, parts: np.ndarray, member: np.ndarray, previous: np.ndarray) -> pa.Table:
+    """`plan_diffs` rows of one candidate, a row per member of the group: the rule of `planner.plan_diff`
+    (a member gains the planned partitions it holds after but not today, loses those it holds today but not
+    after), counted over the candidate's plan rows: `parts` with their target `member` and `previous` owner."""
+    spec, n = group.spec, len(group.spec.members)
+    held = previous >= 0
+    changed = previous != member
+    lost = changed & held
+    return pa.table(
+        {
+            "generation_id": pa.array(np.full(n, group.generation_id, dtype=np.int64)),
+            "group_id": _repeat(group.group_id, n),
+            "strategy": _repeat(strategy, n),
+            "member": pa.array(spec.members, pa.string()),
+            "partitions_before": pa.array(np.bincount(previous[held], minlength=n).astype(np.int32)),
+            "partitions_after": pa.array(np.bincount(member, minlength=n).astype(np.int32)),
+            "gained": _partition_lists(spec, member[changed], parts[changed]),
+            "lost": _partition_lists(spec, previous[lost], parts[lost]),
+        },
+        schema=PLAN_DIFFS.schema,
+    )
+
+
+def _partition_lists(spec: GroupSpec, owner: np.ndarray, parts: np.ndarray) -> pa.Array:
+    """Per member id, the (topic, partition) pairs of `parts` it is the `owner` of, sorted by topic name (code
+    point order, as Spark's sort_array orders strings: by UTF-8 bytes) then partition."""
+    topic = spec.topic_of(parts)
+    by_name = np.empty(len(spec.topics), dtype=np.int64)
+    by_name[sorted(range(len(spec.topics)), key=spec.topics.__getitem__)] = np.arange(len(spec.topics))
+    order = np.lexsort((parts - spec.topic_start[topic], by_name[topic], owner))
+    offsets = np.zeros(len(spec.members) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(owner, minlength=len(spec.members)), out=offsets[1:])
+    pairs = pa.StructArray.from_arrays(
+        [_names(spec.topics, topic[order]), pa.array((parts - spec.topic_start[topic])[order].astype(np.int32))],
+        fields=list(TOPIC_PARTITION),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), pairs)
 
 
 def choose_candidate(candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,9 +2,10 @@
 
 Extract the snapshot's members, partition counts and load measurements (`jobs.steps.plan_loads`); transform in
 `jobs.kernels.plan` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
-task writes its groups' plan rows and partition loads as Parquet files and returns only each candidate's metrics;
-load: the files are committed to `plans` and `partition_loads`, the metrics to `plan_metrics`, the chosen strategy
-and load source to `generations`. Nothing the size of a plan passes through the driver.
+task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
+candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
+`plan_metrics`, the chosen strategy and load source to `generations`. Nothing the size of a plan passes through
+the driver.
 
 Generation ids are allocated under the lake lock: they increase per group, are never reused, and a re-run of the
 same run id gets the same ids back; each commit replaces every row of those generations (one Delta transaction
@@ -33,7 +34,7 @@ from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
 from jobs.steps.plan_loads import measurements, previous_snapshots
 from planner.assignors import load
 from schemas.status import GenerationStatus
-from schemas.tables import PARTITION_LOADS, PLAN_METRICS, PLANS
+from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS
 
 MEMBER_COLUMNS = (
     "group_id",
@@ -51,6 +52,8 @@ MEMBER_COLUMNS = (
 # Member rows carry whole ownership lists (500,000 pairs for one member is possible): Spark sizes each Arrow batch
 # it feeds a Python worker by re-measuring it after every row, quadratic in a batch of long lists, unless the byte
 # limit is Int.MaxValue (BatchedPythonArrowInput.writeSizedBatch); batches stay bounded by maxRecordsPerBatch.
+WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
+
 KERNEL_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 
 
@@ -136,9 +139,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
         "weighted_topics": sorted(set(skewed.to_pylist())),
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
-    settings = PlanSettings(
-        strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in (PLANS, PARTITION_LOADS)}
-    )
+    settings = PlanSettings(strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in WRITTEN})
     with session_conf(spark, KERNEL_CONF):
         outcome = (
             kernel_input(spark, lake, run_id, snapshot, ids)
@@ -146,7 +147,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
             .toArrow()
         )
     written = outcome.filter(pc.is_valid(outcome.column("path")))
-    for table in (PLANS, PARTITION_LOADS):
+    for table in WRITTEN:
         files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
         replace_generations(lake, table.name, files, ids)
     candidates = outcome.filter(pc.is_null(outcome.column("path")))

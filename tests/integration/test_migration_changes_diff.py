@@ -1,4 +1,5 @@
-"""The changes, migration and diff steps on two real runs (ingest and plan with Spark), and their commands."""
+"""The changes and migration steps and the plan's member diffs on two real runs (ingest and plan with Spark), and their
+commands."""
 
 from __future__ import annotations
 
@@ -82,8 +83,7 @@ def two_runs(spark, tmp_path_factory):
 
 def test_the_steps_follow_plan_in_the_nightly_run():
     nightly = pipeline.NIGHTLY
-    assert nightly.index("plan") < nightly.index("changes") < nightly.index("migration") < nightly.index("diff")
-    assert nightly.index("diff") < nightly.index("gate")
+    assert nightly.index("plan") < nightly.index("changes") < nightly.index("migration") < nightly.index("gate")
 
 
 def test_changes_since_the_previous_snapshot_are_stored_with_the_generation(two_runs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import numpy as np
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 
 from jobs.io.lake import rows_table
 from jobs.kernels.loads import choose
-from jobs.kernels.plan import group_rows, group_spec
+from jobs.kernels.plan import Group, candidate, group_rows, group_spec
 from jobs.steps.ingest import _member_rows
-from planner.group import from_snapshot, java_key, parse_group
+from planner.group import frozen, from_snapshot, java_key, parse_group
+from planner.plan_diff import member_diffs
 
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 NAMES = ["a", "B", "b", "é", "\U0001d518", "ab", "Z9"]  # Java orders "\U0001d518" (surrogates) before "é"
@@ -74,6 +76,32 @@ def test_a_group_built_from_arrow_rows_is_the_planners_own_parse(doc):
             if t in spec.topics and 0 <= p < doc["topics"][t]:
                 assigned.setdefault(int(expected.topic_start[spec.topics.index(t)]) + p, m["member_id"])
     assert {p: spec.members[m] for p, m in enumerate(current) if m >= 0} == assigned
+
+
+@settings(deadline=None)
+@given(documents(), st.sampled_from(["range", "sticky", "cooperative-sticky", "balanced-load"]))
+def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(doc, strategy):
+    spec, current = group_spec(member_table(doc), doc["topics"])
+    loads = choose("uniform", {}, spec.num_partitions, has_previous=False)
+    group = Group("g", 4, dataclasses.replace(spec, partition_loads=frozen(loads.values)), current, loads)
+    plans, diffs, _ = candidate(group, strategy, 1.0)
+    rows = plans.to_pylist()
+    today = {(r["topic"], r["partition"]): r["previous_member"] for r in rows if r["previous_member"] is not None}
+    after = {(r["topic"], r["partition"]): r["member"] for r in rows}
+    expected = [
+        {
+            "generation_id": 4,
+            "group_id": "g",
+            "strategy": strategy,
+            "member": d.member,
+            "partitions_before": d.before,
+            "partitions_after": d.after,
+            "gained": [{"topic": t, "partition": p} for t, p in d.gained],
+            "lost": [{"topic": t, "partition": p} for t, p in d.lost],
+        }
+        for d in member_diffs(today, after, spec.members)
+    ]
+    assert sorted(diffs.to_pylist(), key=lambda r: r["member"]) == expected
 
 
 def test_rows_sorted_by_group_come_back_one_table_per_group_across_batches():
