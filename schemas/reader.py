@@ -13,12 +13,13 @@ UTF-8, not JSON, too deep, empty) raises.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -31,6 +32,8 @@ _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = re.compile(r"[ \t\n\r]*")  # JSON's insignificant whitespace (RFC 8259 section 2)
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # the only way a surrogate gets past strict UTF-8
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGIT_RUN = b"0" * (MAX_INT_DIGITS + 1)  # in the input mapped through _DIGITS_AS_ZERO: a too-long literal
 _BRACKET_STEP = np.zeros(256, dtype=np.int8)
 _BRACKET_STEP[[0x5B, 0x7B]] = 1
 _BRACKET_STEP[[0x5D, 0x7D]] = -1
@@ -65,13 +68,27 @@ class Document:
 
 def read_json_documents(data: bytes, source: str) -> list[Document]:
     """Split `data` into group documents; raises InputError when it cannot be split at all."""
+    if (documents := json_lines_of(io.BytesIO(data), source)) is not None:
+        return list(documents)
     try:
         return _read_whole(data, source)
     except InputError:
-        lines = _json_lines(data)
-        if lines is None:
+        if not _line_shaped(io.BytesIO(data)):
             raise
-    return [_read_line(line, number, offset, source) for number, offset, line in lines]
+    return list(_documents_of_lines(io.BytesIO(data), source))
+
+
+def json_lines_of(stream: BinaryIO, source: str) -> Iterator[Document] | None:
+    """The documents of a seekable input that can only be JSON lines, parsed one line at a time as they are asked
+    for (only that line and its document are held); None when it might be one value (read it whole then).
+
+    An input shaped as JSON lines whose first object ends on its line (or whose first line is not UTF-8 or too
+    deep) cannot be read whole: whatever follows that object on the next line is extra data. So this is what
+    `read_json_documents` has always come to for it, without first reading, decoding and scanning it all.
+    """
+    if not (_line_shaped(stream) and _first_value_ends_on_its_line(stream)):
+        return None
+    return _documents_of_lines(stream, source)
 
 
 def read_groups(data: bytes, source: str) -> list[Any]:
@@ -88,7 +105,7 @@ def _read_whole(data: bytes, source: str) -> list[Document]:
     if not text.strip():
         raise InputError(f"no groups in {source}")
     _check_depth(data, source)
-    decoder = _Decoder()
+    decoder = _Decoder(data)
     pos = _skip_whitespace(text, 0)
     if text[pos] != "[":
         doc = decoder.decode(text, pos, source)
@@ -161,20 +178,49 @@ def _backslashes_before(data: bytes, pos: int) -> int:
 # --- JSON lines ------------------------------------------------------------------------------------------------
 
 
-def _json_lines(data: bytes) -> list[tuple[int, int, bytes]] | None:
-    """(line number, byte offset, bytes) of each non-blank line when the input is JSON lines, else None.
-
-    JSON lines: two or more non-blank lines, each starting with `{`. A pretty-printed object never has that
-    shape (its inner lines start with a key or a bracket), so it keeps its whole-input error.
-    """
-    lines, offset = [], 0
-    for number, line in enumerate(data.split(b"\n"), 1):
+def _lines(stream: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes without the newline) of each non-blank line, from the input's start."""
+    stream.seek(0)
+    offset = 0
+    for number, line in enumerate(stream, 1):
         if line.strip():
-            lines.append((number, offset, line))
-        offset += len(line) + 1
-    if len(lines) < 2 or not all(line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{") for _, _, line in lines):
-        return None
-    return lines
+            yield number, offset, line.removesuffix(b"\n")
+        offset += len(line)
+
+
+def _line_shaped(stream: BinaryIO) -> bool:
+    """JSON lines: two or more non-blank lines, each starting with `{`.
+
+    A pretty-printed object never has that shape (its inner lines start with a key or a bracket), so it keeps its
+    whole-input error.
+    """
+    count = 0
+    for _, _, line in _lines(stream):
+        if not line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{"):
+            return False
+        count += 1
+    return count >= 2
+
+
+def _first_value_ends_on_its_line(stream: BinaryIO) -> bool:
+    """Whether the input's first non-blank line holds a whole JSON value, or is not UTF-8 or too deep to parse."""
+    number, _, line = next(_lines(stream))
+    start = len(_BOM) if number == 1 and line.startswith(_BOM) else 0
+    try:
+        text = line[start:].decode("utf-8")
+    except UnicodeDecodeError:
+        return True  # then the whole input is not UTF-8 either
+    if nesting_depth(line)[0] > MAX_DEPTH:
+        return True  # nor shallow enough
+    try:
+        _Decoder(line).value_at(text, _skip_whitespace(text, 0), "")
+    except InputError:
+        return False
+    return True
+
+
+def _documents_of_lines(stream: BinaryIO, source: str) -> Iterator[Document]:
+    return (_read_line(line, number, offset, source) for number, offset, line in _lines(stream))
 
 
 def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:
@@ -183,7 +229,7 @@ def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:
     try:
         text = _decode(line, where, start, offset)
         _check_depth(line, where, offset)
-        decoder = _Decoder()
+        decoder = _Decoder(line)
         doc = decoder.decode(text, _skip_whitespace(text, 0), where)
     except InputError as e:
         return Document(source, line, error=str(e), line=number)
@@ -212,13 +258,14 @@ class _DuplicateKeys(dict[str, Any]):
 class _Decoder:
     """json.JSONDecoder with hooks that mark refused values instead of raising, so each document is judged alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, data: bytes) -> None:
+        """A decoder for `data`: integers go through `_int` only when it holds a digit run too long for one."""
         self.marked = False
         self.json = json.JSONDecoder(
             object_pairs_hook=self._object,
             parse_constant=self._constant,
             parse_float=self._float,
-            parse_int=self._int,
+            parse_int=self._int if _LONG_DIGIT_RUN in data.translate(_DIGITS_AS_ZERO) else None,
         )
 
     def _constant(self, text: str) -> _Invalid:

@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,10 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from planner.errors import InputError
-from schemas.reader import read_json_documents
+from schemas.reader import json_lines_of, read_json_documents
 from schemas.rules import Limits, document_errors, parse_timestamp
-from schemas.tables import PARTITION_OFFSETS, TOPIC_PARTITIONS
+from schemas.spec import TOPIC_PARTITION
+from schemas.tables import PARTITION_OFFSETS, SNAPSHOTS, TOPIC_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,14 @@ def snapshot_files(pattern: str) -> list[Path]:
 
 def read_documents(path: Path) -> Iterator[RawDocument]:
     """One JSON object, a JSON array of them, or JSON lines (`schemas.reader`); what cannot be read comes back as
-    an error with the bytes exactly as received, a bad line or element on its own."""
-    data = path.read_bytes()
+    an error with the bytes exactly as received, a bad line or element on its own. JSON lines are read one line
+    at a time, so a large file is never held whole."""
+    with path.open("rb") as file:
+        if (lines := json_lines_of(file, str(path))) is not None:
+            yield from (RawDocument(d.where, d.raw, doc=d.doc, error=d.error) for d in lines)
+            return
+        file.seek(0)
+        data = file.read()
     try:
         documents = read_json_documents(data, str(path))
     except InputError as e:
@@ -81,7 +90,7 @@ def ingest_documents(
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     result = IngestResult(snapshot_id)
-    members: list[dict[str, Any]] = []
+    snapshots: list[pa.Table] = []
     offsets = OffsetColumns()
     quarantine: list[dict[str, Any]] = []
     counts: dict[str, tuple[int, str]] = {}
@@ -108,7 +117,7 @@ def ingest_documents(
             continue
         doc = raw.doc
         result.groups.append(doc["group_id"])
-        members += _member_rows(doc, snapshot_id, received_at, source)
+        snapshots.append(snapshot_rows(doc, snapshot_id, received_at, source))
         offsets.add(doc)
         for topic, n in doc["topics"].items():
             counts[topic] = (n, doc["group_id"])
@@ -117,7 +126,8 @@ def ingest_documents(
     lake.merge("topic_partitions", partition_rows)
     lake.merge("partition_offsets", offset_rows)
     lake.merge("quarantine", rows_table("quarantine", quarantine))
-    lake.merge("snapshots", rows_table("snapshots", members))  # last: the snapshot is complete once it is here
+    # last: the snapshot is complete once it is here
+    lake.merge("snapshots", pa.concat_tables([SNAPSHOTS.schema.empty_table(), *snapshots]))
     return result
 
 
@@ -195,11 +205,12 @@ def _parse_time(text: str | None, default: datetime) -> datetime:
     return parse_timestamp(text) if text else default
 
 
-def _tps(pairs: Iterable[list[Any]] | None) -> list[dict[str, Any]]:
-    return [{"topic": t, "partition": p} for t, p in sorted(map(tuple, pairs or []))]
+_NO_MEMBER = {"member_id": "", "topics": []}  # the one row of a group without members
 
 
-def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime, source: str) -> list[dict]:
+def snapshot_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime, source: str) -> pa.Table:
+    """A group document's `snapshots` rows: one per member, or one with member_id '' for a group without any."""
+    members = doc["members"] or [_NO_MEMBER]
     group = {
         "snapshot_id": snapshot_id,
         "group_id": doc["group_id"],
@@ -209,75 +220,75 @@ def _member_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime
         "protocol_type": doc.get("protocol_type", "consumer"),
         "protocol": doc.get("protocol"),
         "kafka_generation": doc.get("generation"),
-        **_protocol_fields(doc),
-    }
-    if not doc["members"]:
-        return [{**group, "member_id": "", "strategies": [], "topics": [], "owned": [], "assignment": []}]
-    return [
-        {
-            **group,
-            "member_id": m["member_id"],
-            "client_id": m.get("client_id"),
-            "host": m.get("host"),
-            "group_instance_id": m.get("group_instance_id"),
-            "rack": m.get("rack"),
-            "strategies": list(m.get("strategies") or []),
-            "topics": sorted(set(m["topics"])),
-            "owned": _tps(m.get("owned")),
-            "assignment": _tps(m.get("assignment")),
-            "member_epoch": m.get("member_epoch"),
-            "target_assignment": _tps(m.get("target_assignment")) if "target_assignment" in m else None,
-            "subscription_user_data": m.get("subscription_user_data"),
-        }
-        for m in doc["members"]
-    ]
-
-
-def _protocol_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Which group protocol the group runs (classic unless the document says consumer, KIP-848) and its epochs."""
-    return {
-        "group_type": doc.get("group_type", "classic"),
+        "group_type": doc.get("group_type", "classic"),  # classic unless the document says consumer (KIP-848)
         "state_reason": doc.get("state_reason"),
         "server_assignor": doc.get("server_assignor"),
         "group_epoch": doc.get("group_epoch"),
         "assignment_epoch": doc.get("assignment_epoch"),
     }
+    columns: dict[str, Any] = {name: [value] * len(members) for name, value in group.items()}
+    for name in ("member_id", "client_id", "host", "group_instance_id", "rack", "member_epoch"):
+        columns[name] = [m.get(name) for m in members]
+    columns["subscription_user_data"] = [m.get("subscription_user_data") for m in members]
+    columns["strategies"] = [m.get("strategies") or [] for m in members]
+    columns["topics"] = [sorted(set(m["topics"])) for m in members]
+    columns["owned"] = partition_lists([m.get("owned") or [] for m in members])
+    columns["assignment"] = partition_lists([m.get("assignment") or [] for m in members])
+    columns["target_assignment"] = partition_lists([m.get("target_assignment") for m in members])
+    return pa.table(columns, schema=SNAPSHOTS.schema)
+
+
+def partition_lists(lists: list[list[list[Any]] | None]) -> pa.Array:
+    """Lists of [topic, partition] pairs as list<struct<topic, partition>>, each sorted (None: a null list).
+
+    Built for all lists at once (a group may list a million pairs): the pairs are flattened, their topics ranked
+    in sorted order, and one lexsort orders each list by (topic, partition), as Python sorts the tuples.
+    """
+    lengths = np.fromiter((len(pairs) if pairs else 0 for pairs in lists), np.int64, len(lists))
+    flat = list(chain.from_iterable(pairs for pairs in lists if pairs))
+    topics, partitions = zip(*flat, strict=True) if flat else ((), ())
+    names = sorted(set(topics))
+    rank = np.fromiter(map({name: i for i, name in enumerate(names)}.__getitem__, topics), np.int64, len(flat))
+    partition = np.fromiter(partitions, np.int64, len(flat))
+    order = np.lexsort((partition, rank, np.repeat(np.arange(len(lists)), lengths)))
+    values = pa.StructArray.from_arrays(
+        [pa.array(names, pa.string()).take(rank[order]), pa.array(partition[order], pa.int32())],
+        fields=list(TOPIC_PARTITION),
+    )
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
+    mask = pa.array([pairs is None for pairs in lists]) if None in lists else None
+    return pa.ListArray.from_arrays(offsets, values, mask=mask)
 
 
 @dataclass
 class OffsetColumns:
-    """The snapshot's `partition_offsets` rows, gathered column by column (a group may have a million)."""
+    """The snapshot's `partition_offsets` rows, gathered group by group as Arrow arrays (a group may have a million)."""
 
-    group_id: list[str] = field(default_factory=list)
-    topic: list[str] = field(default_factory=list)
-    partition: list[int] = field(default_factory=list)
-    committed: list[int | None] = field(default_factory=list)
-    end: list[int | None] = field(default_factory=list)
+    batches: list[pa.RecordBatch] = field(default_factory=list)
 
     def add(self, doc: Mapping[str, Any]) -> None:
         """Append a valid group document's offsets."""
         offsets = doc.get("offsets") or []
-        self.group_id += [doc["group_id"]] * len(offsets)
-        for o in offsets:
-            self.topic.append(o["topic"])
-            self.partition.append(o["partition"])
-            self.committed.append(o.get("committed"))
-            self.end.append(o.get("end"))
+        columns = {
+            "group_id": pa.repeat(pa.scalar(doc["group_id"], pa.string()), len(offsets)),
+            "topic": pa.array(list(map(itemgetter("topic"), offsets)), pa.string()),
+            "partition": pa.array(list(map(itemgetter("partition"), offsets)), pa.int32()),
+            "committed": pa.array(list(map(dict.get, offsets, repeat("committed"))), pa.int64()),
+            "end_offset": pa.array(list(map(dict.get, offsets, repeat("end"))), pa.int64()),
+        }
+        self.batches.append(pa.record_batch(columns, schema=_OFFSET_COLUMNS))
 
     def table(self, snapshot_id: str) -> pa.Table:
         """The rows, lag = end - committed where both are known and committed is not negative (none committed)."""
-        committed, end = pa.array(self.committed, pa.int64()), pa.array(self.end, pa.int64())
+        data = pa.Table.from_batches(self.batches, schema=_OFFSET_COLUMNS).combine_chunks()
+        committed, end = data.column("committed"), data.column("end_offset")
         lag = pc.if_else(pc.greater_equal(committed, 0), pc.subtract(end, committed), pa.scalar(None, pa.int64()))
-        columns = {
-            "snapshot_id": pa.array([snapshot_id] * len(self.topic), pa.string()),
-            "group_id": pa.array(self.group_id, pa.string()),
-            "topic": pa.array(self.topic, pa.string()),
-            "partition": pa.array(self.partition, pa.int32()),
-            "committed": committed,
-            "end_offset": end,
-            "lag": lag,
-        }
+        snapshot = pa.repeat(pa.scalar(snapshot_id, pa.string()), data.num_rows)
+        columns = {"snapshot_id": snapshot, **{name: data.column(name) for name in data.column_names}, "lag": lag}
         return pa.table(columns, schema=PARTITION_OFFSETS.schema)
+
+
+_OFFSET_COLUMNS = pa.schema([f for f in PARTITION_OFFSETS.schema if f.name not in ("snapshot_id", "lag")])
 
 
 def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: str) -> pa.Table:

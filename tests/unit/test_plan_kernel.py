@@ -11,11 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.io.lake import rows_table
 from jobs.kernels.loads import choose
 from jobs.kernels.plan import Group, candidate, group_rows, group_spec
-from jobs.steps.ingest import _member_rows
-from planner.group import frozen, from_snapshot, java_key, parse_group
+from jobs.steps.ingest import snapshot_rows
+from planner.group import from_snapshot, frozen, java_key, parse_group
 from planner.plan_diff import member_diffs
 
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
@@ -53,7 +52,7 @@ def documents(draw: st.DrawFn) -> dict:
 
 def member_table(doc: dict) -> pa.Table:
     """The document's rows as the plan step reads them from `snapshots` (written by ingest's own mapping)."""
-    return rows_table("snapshots", _member_rows(doc, "s1", T0, "file"))
+    return snapshot_rows(doc, "s1", T0, "file")
 
 
 @settings(deadline=None)
