@@ -1,6 +1,6 @@
 """The plan kernel: each group's snapshot rows and load measurements in, every strategy's candidate out.
 
-Runs inside Spark's mapInArrow over rows partitioned and sorted by group (`jobs.steps.plan`). Each group goes
+Runs inside Spark's mapInArrow over rows hash-partitioned by group (`jobs.steps.plan`). Each group goes
 straight from Arrow arrays into the planner's dense-id form (`GroupSpec`): no Python object per partition, so a
 group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads of all its
 groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`, `partition_loads`), and
@@ -94,21 +94,20 @@ _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
 
 
 def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """Each group's rows in turn, from batches sorted by group_id (a group may span batches)."""
-    pending: list[pa.RecordBatch] = []
-    for batch in batches:
-        ids = batch.column("group_id")
-        if len(ids) == 0:
-            continue
-        edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
-        for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
-            piece = batch.slice(start, end - start)
-            if pending and pending[0].column("group_id")[0] != piece.column("group_id")[0]:
-                yield pa.Table.from_batches(pending)
-                pending = []
-            pending.append(piece)
-    if pending:
-        yield pa.Table.from_batches(pending)
+    """Each group's rows in turn, by group id, from a task's batches hash-partitioned by group (in any order).
+
+    The task's rows are sorted here, in Arrow, rather than by a Spark sort before the task: one group's rows are
+    needed whole anyway, and Arrow sorts a million rows in a fraction of the JVM sorter's time.
+    """
+    received = [b for b in batches if b.num_rows]
+    if not received:
+        return
+    rows = pa.Table.from_batches(received)
+    order = pc.sort_indices(rows.column("group_id"))
+    ids = rows.column("group_id").take(order)
+    edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
+    for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
+        yield rows.take(order[start:end])
 
 
 def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> Group | None:

@@ -162,18 +162,14 @@ def kernel_input(
     spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame, ids: Mapping[str, int]
 ) -> DataFrame:
     """The kernel's rows: each group's members (with its generation id and previous snapshot) and its load
-    measurements, hash-partitioned and sorted by group so that a task sees each of its groups whole."""
+    measurements, hash-partitioned by group so that a task sees each of its groups whole."""
     # A broadcast join, not a literal map: Spark looks a map key up by scanning its entries, per row.
     generation_of = F.broadcast(spark.createDataFrame(list(ids.items()), "group_id string, generation_id bigint"))
     previous = F.broadcast(previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"))
     members = snapshot.select(*MEMBER_COLUMNS).join(previous, "group_id", "left")
     rows = members.unionByName(measurements(spark, lake, run_id, snapshot), allowMissingColumns=True)
     tasks = max(1, min(len(ids), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
-    return (
-        rows.join(generation_of, "group_id")
-        .repartition(tasks, "group_id")
-        .sortWithinPartitions("group_id")
-    )
+    return rows.join(generation_of, "group_id").repartition(tasks, "group_id")
 
 
 def record_choices(lake: Lake, ids: Mapping[str, int], candidates: pa.Table) -> None:

@@ -103,15 +103,16 @@ def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(do
     assert sorted(diffs.to_pylist(), key=lambda r: r["member"]) == expected
 
 
-def test_rows_sorted_by_group_come_back_one_table_per_group_across_batches():
-    ids = ["a", "a", "b", "b", "b", "c"]
+def test_a_tasks_rows_come_back_one_table_per_group_in_group_order():
+    ids = ["b", "a", "c", "b", "a", "b"]
     batches = [pa.record_batch({"group_id": ids[i : i + 2], "n": list(range(i, i + 2))}) for i in range(0, 6, 2)]
     groups = [t.to_pydict() for t in group_rows(iter(batches))]
     assert groups == [
-        {"group_id": ["a", "a"], "n": [0, 1]},
-        {"group_id": ["b", "b", "b"], "n": [2, 3, 4]},
-        {"group_id": ["c"], "n": [5]},
+        {"group_id": ["a", "a"], "n": [1, 4]},
+        {"group_id": ["b", "b", "b"], "n": [0, 3, 5]},
+        {"group_id": ["c"], "n": [2]},
     ]
+    assert list(group_rows(iter([]))) == []
 
 
 def measured(*pairs: tuple[str, list[int], list[float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
