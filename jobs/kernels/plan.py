@@ -103,11 +103,11 @@ def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     if not received:
         return
     rows = pa.Table.from_batches(received)
-    order = pc.sort_indices(rows.column("group_id"))
-    ids = rows.column("group_id").take(order)
+    rows = rows.take(pc.sort_indices(rows.column("group_id"))).combine_chunks()  # one take, then zero-copy slices
+    ids = rows.column("group_id")
     edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
     for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
-        yield rows.take(order[start:end])
+        yield rows.slice(start, end - start)
 
 
 def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> Group | None:
