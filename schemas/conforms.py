@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import operator
 import re
 from collections.abc import Callable, Mapping
+from itertools import chain, repeat
 from typing import Any
 
 Check = Callable[[Any], bool]
+Every = Callable[[list[Any]], bool]  # a check of each item of a list: all(map(check, items)), in one call
 
 _ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "$comment"}
 _TYPES: dict[str, Check] = {
@@ -51,21 +54,39 @@ class _Unsupported(Exception):
 
 def compile_schema(schema: Mapping[str, Any]) -> Check | None:
     """`check(instance) -> bool`, True exactly when `schema` has no errors for it; None if it cannot say."""
-    defs: dict[str, Check] = {}
+    try:
+        return _Compiler(schema).sub(schema)
+    except _Unsupported:
+        return None
 
-    def compile_ref(ref: str) -> Check:
+
+class _Compiler:
+    """Compiles the subschemas of one schema: each into a check of one value, or of every item of a list (the form
+    `items` uses, in bulk for the fused shapes); each `$defs` entry once, recursive definitions included."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        self.defs: dict[str, Check] = {}
+        self.every_defs: dict[str, Every] = {}
+
+    def definition(self, ref: str) -> tuple[str, Mapping[str, Any]]:
         name = ref.removeprefix("#/$defs/")
-        if name == ref or name not in schema.get("$defs", {}):
+        if name == ref or name not in self.schema.get("$defs", {}):
             raise _Unsupported(ref)
+        return name, self.schema["$defs"][name]
+
+    def ref(self, ref: str) -> Check:
+        name, definition = self.definition(ref)
+        defs = self.defs
         if name not in defs:
             # A placeholder while compiling a recursive definition: the lambda looks defs[name] up at call time.
             defs[name] = lambda v: defs[name](v)  # noqa: PLW0108
-            defs[name] = compile_sub(schema["$defs"][name])
+            defs[name] = self.sub(definition)
         return defs[name]
 
-    def compile_sub(sub: Mapping[str, Any]) -> Check:
-        if (fused := _fused(sub, compile_sub)) is not None:
-            return fused
+    def sub(self, sub: Mapping[str, Any]) -> Check:
+        if (fused := _fused(sub, self)) is not None:
+            return fused[0]
         checks: list[Check] = []
         for keyword, arg in sub.items():
             if keyword in _ANNOTATIONS:
@@ -73,26 +94,38 @@ def compile_schema(schema: Mapping[str, Any]) -> Check | None:
             builder = _KEYWORDS.get(keyword)
             if builder is None:
                 raise _Unsupported(keyword)
-            checks.append(builder(arg, sub, compile_sub, compile_ref))
+            checks.append(builder(arg, sub, self))
         return _all_of(checks)
 
-    try:
-        return compile_sub(schema)
-    except _Unsupported:
-        return None
+    def every(self, sub: Mapping[str, Any]) -> Every:
+        """`every(values)`, True exactly when each of `values` passes `sub`."""
+        if set(sub) - _ANNOTATIONS == {"$ref"}:
+            name, definition = self.definition(sub["$ref"])
+            every_defs = self.every_defs
+            if name not in every_defs:
+                every_defs[name] = lambda values: every_defs[name](values)  # noqa: PLW0108 (as in `ref`)
+                every_defs[name] = self.every(definition)
+            return every_defs[name]
+        if (fused := _fused(sub, self)) is not None:
+            return fused[1]
+        check = self.sub(sub)
+        return lambda values: all(map(check, values))
 
 
-def _fused(sub: Mapping[str, Any], compile_sub: Callable[[Mapping[str, Any]], Check]) -> Check | None:
+def _fused(sub: Mapping[str, Any], compiler: _Compiler) -> tuple[Check, Every] | None:
     """One closure for the shapes repeated throughout a snapshot (a bounded string or integer, a `[topic,
-    partition]` pair, an offset object): a call per value instead of one per keyword. None: another shape."""
+    partition]` pair, an offset object, a list of them): a call per value instead of one per keyword, and a bulk
+    form for a list of values. None: another shape."""
     keywords = set(sub) - _ANNOTATIONS
     kind = sub.get("type")
     names = [kind] if isinstance(kind, str) else list(kind or ())
     if names == ["object"] and keywords <= {"type", "required", "properties"}:
-        props = [(k, compile_sub(s)) for k, s in sub.get("properties", {}).items()]
+        props = [(k, compiler.sub(s), compiler.every(s)) for k, s in sub.get("properties", {}).items()]
         return _object(list(sub.get("required", ())), props)
+    if names == ["array"] and keywords == {"type", "items"}:
+        return _list_of(compiler.every(sub["items"]))
     if names == ["array"] and keywords <= {"type", "minItems", "maxItems", "prefixItems"}:
-        prefix = [compile_sub(s) for s in sub.get("prefixItems", ())]
+        prefix = [(compiler.sub(s), compiler.every(s)) for s in sub.get("prefixItems", ())]
         return _array(sub.get("minItems", 0), sub.get("maxItems", math.inf), prefix)
     scalars = [n for n in names if n != "null"]
     if scalars in (["string"], ["integer"]) and keywords <= {"type", "minimum", "minLength"}:
@@ -100,35 +133,90 @@ def _fused(sub: Mapping[str, Any], compile_sub: Callable[[Mapping[str, Any]], Ch
     return None
 
 
-def _object(required: list[str], props: list[tuple[str, Check]]) -> Check:
+# The bulk forms take a list column by column, with C-level passes (`set(map(type, ...))`, `min`, `zip`) where
+# its items are all of one exact type, and fall back to one call per item otherwise (subclasses, mixed types).
+
+
+def _object(required: list[str], props: list[tuple[str, Check, Every]]) -> tuple[Check, Every]:
     def check(value: Any) -> bool:
         if not isinstance(value, dict):
             return False
         for key in required:
             if key not in value:
                 return False
-        for key, c in props:  # noqa: SIM110 (a loop: all() over a generator is about twice as slow)
+        for key, c, _ in props:  # noqa: SIM110 (a loop: all() over a generator is about twice as slow)
             if key in value and not c(value[key]):
                 return False
         return True
 
-    return check
+    def every(values: list[Any]) -> bool:
+        if set(map(type, values)) != {dict}:
+            return all(map(check, values))
+        for key in required:
+            if not all(map(operator.contains, values, repeat(key))):
+                return False
+        for key, c, every_value in props:
+            if key in required or c(None):  # an absent key passes as None does: take None for it
+                column = list(map(dict.get, values, repeat(key)))
+            else:
+                column = [v[key] for v in values if key in v]
+            if not every_value(column):
+                return False
+        return True
+
+    return check, every
 
 
-def _array(low: int, high: float, prefix: list[Check]) -> Check:
+def _list_of(every_item: Every) -> tuple[Check, Every]:
+    """An array whose items pass one schema; a list of them is checked as the one list of all their items."""
+
+    def check(value: Any) -> bool:
+        return isinstance(value, list) and every_item(value)
+
+    def every(values: list[Any]) -> bool:
+        if set(map(type, values)) != {list}:
+            return all(map(check, values))
+        return every_item(list(chain.from_iterable(values)))
+
+    return check, every
+
+
+def _array(low: int, high: float, prefix: list[tuple[Check, Every]]) -> tuple[Check, Every]:
     def check(value: Any) -> bool:
         if not isinstance(value, list) or not low <= len(value) <= high:
             return False
-        for c, item in zip(prefix, value, strict=False):  # noqa: SIM110 (as in _object)
+        for (c, _), item in zip(prefix, value, strict=False):  # noqa: SIM110 (as in _object)
             if not c(item):
                 return False
         return True
 
-    return check
+    def every(values: list[Any]) -> bool:
+        if set(map(type, values)) != {list} or len(lengths := set(map(len, values))) != 1:
+            return all(map(check, values))
+        if not low <= lengths.pop() <= high:
+            return False
+        columns = zip(*values, strict=True)
+        return all(every_item(list(column)) for (_, every_item), column in zip(prefix, columns, strict=False))
+
+    return check, every
 
 
-def _scalar(kind: str, nullable: bool, minimum: float | None, min_length: int) -> Check:
+def _scalar(kind: str, nullable: bool, minimum: float | None, min_length: int) -> tuple[Check, Every]:
     """A string of `min_length` or an integer not below `minimum` (each keyword applies to its type only)."""
+    check = _scalar_check(kind, nullable, minimum, min_length)
+
+    def every(values: list[Any]) -> bool:
+        kinds = set(map(type, values))
+        if kind == "string" and kinds == {str}:
+            return min(map(len, values)) >= min_length
+        if kind == "integer" and kinds == {int}:
+            return minimum is None or min(values) >= minimum
+        return all(map(check, values))
+
+    return check, every
+
+
+def _scalar_check(kind: str, nullable: bool, minimum: float | None, min_length: int) -> Check:
     if kind == "string":
         return lambda v: (isinstance(v, str) and len(v) >= min_length) or (nullable and v is None)
     if minimum is None:
@@ -148,8 +236,8 @@ def _required(arg: list[str], *_: Any) -> Check:
     return lambda v: not isinstance(v, dict) or all(k in v for k in arg)
 
 
-def _properties(arg: Mapping[str, Any], _sub: Any, compile_sub: Any, _ref: Any) -> Check:
-    props = [(k, compile_sub(s)) for k, s in arg.items()]
+def _properties(arg: Mapping[str, Any], _sub: Any, compiler: _Compiler) -> Check:
+    props = [(k, compiler.sub(s)) for k, s in arg.items()]
 
     def check(value: Any) -> bool:
         if isinstance(value, dict):
@@ -161,26 +249,26 @@ def _properties(arg: Mapping[str, Any], _sub: Any, compile_sub: Any, _ref: Any) 
     return check
 
 
-def _additional(arg: Any, sub: Mapping[str, Any], compile_sub: Any, _ref: Any) -> Check:
+def _additional(arg: Any, sub: Mapping[str, Any], compiler: _Compiler) -> Check:
     if "patternProperties" in sub or not isinstance(arg, Mapping):
         raise _Unsupported("additionalProperties")
     known = set(sub.get("properties", {}))
-    check = compile_sub(arg)
-    return lambda v: not isinstance(v, dict) or all(check(x) for k, x in v.items() if k not in known)
+    every = compiler.every(arg)
+    return lambda v: not isinstance(v, dict) or every([x for k, x in v.items() if k not in known])
 
 
-def _items(arg: Any, sub: Mapping[str, Any], compile_sub: Any, _ref: Any) -> Check:
+def _items(arg: Any, sub: Mapping[str, Any], compiler: _Compiler) -> Check:
     if not isinstance(arg, Mapping):
         raise _Unsupported("items")
     skip = len(sub.get("prefixItems", ()))
-    check = compile_sub(arg)
+    every = compiler.every(arg)
     if skip == 0:
-        return lambda v: not isinstance(v, list) or all(map(check, v))
-    return lambda v: not isinstance(v, list) or all(check(x) for x in v[skip:])
+        return lambda v: not isinstance(v, list) or every(v)
+    return lambda v: not isinstance(v, list) or every(v[skip:])
 
 
-def _prefix_items(arg: list[Any], _sub: Any, compile_sub: Any, _ref: Any) -> Check:
-    checks = [compile_sub(s) for s in arg]
+def _prefix_items(arg: list[Any], _sub: Any, compiler: _Compiler) -> Check:
+    checks = [compiler.sub(s) for s in arg]
 
     def check(value: Any) -> bool:
         if isinstance(value, list):
@@ -226,8 +314,8 @@ def _enum(arg: list[Any], *_: Any) -> Check:
     return lambda v: isinstance(v, str) and v in allowed
 
 
-def _ref(arg: str, _sub: Any, _compile: Any, compile_ref: Callable[[str], Check]) -> Check:
-    return compile_ref(arg)
+def _ref(arg: str, _sub: Any, compiler: _Compiler) -> Check:
+    return compiler.ref(arg)
 
 
 _KEYWORDS: dict[str, Callable[..., Check]] = {

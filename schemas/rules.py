@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from functools import cache, cached_property
+from functools import cache, cached_property, partial
+from itertools import chain
+from operator import itemgetter, methodcaller
 from typing import Any
 
+import numpy as np
 from jsonschema import Draft202012Validator, validators
 
 from planner.errors import InputError, LimitError
@@ -290,32 +294,39 @@ def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -
     if "" in doc["topics"]:
         yield "topics: empty topic name (Kafka: Topic.validate)"
     # Topic names repeat in every pair: check each distinct text once; find the places only when one is bad.
-    if any(_bad_text(text) for text in {text for _, text in _named(doc, members, snapshot)}):
-        for path, text in _named(doc, members, snapshot):
-            if bad := _bad_text(text):
-                yield f"{json_path(path)}: {bad} in {_quoted(text)}"
+    named = list(_named(doc, members, snapshot))
+    if any(_bad_text(text) for text in set(chain.from_iterable(texts for _, _, texts, _ in named))):
+        for prefix, keys, texts, suffix in named:
+            for key, text in zip(keys, texts, strict=True):
+                if bad := _bad_text(text):
+                    yield f"{json_path((*prefix, key, *suffix))}: {bad} in {_quoted(text)}"
 
 
-def _named(
-    doc: Mapping[str, Any], members: list[_Member], snapshot: bool
-) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """(path, text) of every id and every text a row stores."""
-    for field in ("group_id", "protocol_type", "protocol", "server_assignor", "state_reason"):
-        yield (field,), doc.get(field)
-    for topic in doc["topics"]:
-        yield ("topics", topic), topic
+def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> Iterator[_Texts]:
+    """Every id and every text a row stores, a list at a time: (prefix, keys, texts, suffix), where the path of
+    `texts[k]` is prefix + keys[k] + suffix (lists of a million pairs are taken with C-level passes)."""
+    yield (), _GROUP_TEXTS, [doc.get(field) for field in _GROUP_TEXTS], ()
+    yield ("topics",), list(doc["topics"]), list(doc["topics"]), ()
     for m in members:
-        yield m.id_path, m.member_id
-        for field in ("client_id", "host", "group_instance_id", "rack"):
-            yield (*m.path, field), m.spec.get(field)
+        yield m.id_path[:-1], m.id_path[-1:], [m.member_id], ()
+        yield m.path, _MEMBER_TEXTS, [m.spec.get(field) for field in _MEMBER_TEXTS], ()
         for field in ("strategies", "topics"):
-            yield from (((*m.path, field, k), text) for k, text in enumerate(m.spec.get(field) or []))
-        for field in ("owned", "assignment", "target_assignment"):
-            yield from (((*m.path, field, j, 0), pair[0]) for j, pair in enumerate(m.spec.get(field) or []))
+            texts = m.spec.get(field) or []
+            yield (*m.path, field), range(len(texts)), texts, ()
+        for field in _CLAIMS:
+            pairs = m.spec.get(field) or []
+            yield (*m.path, field), range(len(pairs)), list(map(itemgetter(0), pairs)), (0,)
     if snapshot:
-        yield from ((("offsets", i, "topic"), o["topic"]) for i, o in enumerate(doc.get("offsets") or []))
+        offsets = doc.get("offsets") or []
+        yield ("offsets",), range(len(offsets)), list(map(itemgetter("topic"), offsets)), ("topic",)
     else:
-        yield from ((("loads", topic), topic) for topic in doc.get("loads") or {})
+        yield ("loads",), list(doc.get("loads") or {}), list(doc.get("loads") or {}), ()
+
+
+_Texts = tuple[tuple[str | int, ...], Sequence[str | int], Sequence[Any], tuple[str | int, ...]]
+_GROUP_TEXTS = ("group_id", "protocol_type", "protocol", "server_assignor", "state_reason")
+_MEMBER_TEXTS = ("client_id", "host", "group_instance_id", "rack")
+_CLAIMS = ("owned", "assignment", "target_assignment")
 
 
 def _bad_text(text: Any) -> str | None:
@@ -328,7 +339,8 @@ def _bad_text(text: Any) -> str | None:
 def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: bool) -> Iterator[str]:
     seen_members: dict[str, str] = {}
     seen_instances: dict[str, str] = {}
-    claims: dict[str, dict[tuple[str, int], _Member]] = {"owned": {}, "assignment": {}, "target_assignment": {}}
+    claims: dict[str, dict[tuple[str, int], _Member]] = {field: {} for field in _CLAIMS}
+    check_claims = not _claims_plainly_valid(topics, members, snapshot)
     for m in members:
         if snapshot and (first := seen_members.setdefault(m.member_id, m.where)) != m.where:
             yield f"{m.id_where}: duplicate member id {_quoted(m.member_id)} (also {first})"
@@ -345,31 +357,59 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
                 for t in m.spec["topics"]
                 if t not in topics
             )
-        for field, owners in claims.items():
-            listed: dict[tuple[str, int], int] = {}
-            for j, (topic, partition) in enumerate(m.spec.get(field) or []):
-                if partition > INT32_MAX:
-                    problem = f"[1]: partition {partition} is above Kafka's int32 maximum {INT32_MAX}"
-                elif (first_index := listed.setdefault((topic, partition), j)) != j:
-                    problem = f": {_tp(topic, partition)} is listed twice (also {field}[{first_index}])"
-                elif not snapshot:
-                    continue
-                elif (out_of_range := _out_of_range(topics, topic, partition)) is not None:
-                    problem = f": {out_of_range}"
-                elif (other := owners.setdefault((topic, partition), m)) is not m and (
-                    # A leader (or KIP-848 coordinator, for the target) never assigns a partition twice; two owners
-                    # are legal only in different generations, where Kafka keeps the newer claim
-                    # (AbstractStickyAssignor, KAFKA-12984).
-                    field != "owned" or other.generation == m.generation
-                ):
-                    claimants = f"{_quoted(other.member_id)} and {_quoted(m.member_id)}"
-                    problem = f": {_tp(topic, partition)} is claimed by both {claimants}"
-                else:
-                    continue
-                yield f"{m.where}.{field}[{j}]{problem}"
+        if check_claims:
+            yield from _claim_errors(topics, m, claims, snapshot)
+
+
+def _claim_errors(
+    topics: Mapping[str, int], m: _Member, claims: dict[str, dict[tuple[str, int], _Member]], snapshot: bool
+) -> Iterator[str]:
+    """What is wrong with the partitions member `m` lists, pair by pair; `claims` holds earlier members' claims."""
+    for field, owners in claims.items():
+        listed: dict[tuple[str, int], int] = {}
+        for j, (topic, partition) in enumerate(m.spec.get(field) or []):
+            if partition > INT32_MAX:
+                problem = f"[1]: partition {partition} is above Kafka's int32 maximum {INT32_MAX}"
+            elif (first_index := listed.setdefault((topic, partition), j)) != j:
+                problem = f": {_tp(topic, partition)} is listed twice (also {field}[{first_index}])"
+            elif not snapshot:
+                continue
+            elif (out_of_range := _out_of_range(topics, topic, partition)) is not None:
+                problem = f": {out_of_range}"
+            elif (other := owners.setdefault((topic, partition), m)) is not m and (
+                # A leader (or KIP-848 coordinator, for the target) never assigns a partition twice; two owners
+                # are legal only in different generations, where Kafka keeps the newer claim
+                # (AbstractStickyAssignor, KAFKA-12984).
+                field != "owned" or other.generation == m.generation
+            ):
+                claimants = f"{_quoted(other.member_id)} and {_quoted(m.member_id)}"
+                problem = f": {_tp(topic, partition)} is claimed by both {claimants}"
+            else:
+                continue
+            yield f"{m.where}.{field}[{j}]{problem}"
+
+
+def _claims_plainly_valid(topics: Mapping[str, int], members: list[_Member], snapshot: bool) -> bool:
+    """True when `_claim_errors` finds nothing in any member: each field's pairs, over all members, are within
+    int32, never listed twice (by one member or two) and, in a snapshot, partitions of known topics. Checked a field
+    at a time over all members, vectorized; False (also for owners in different generations, which Kafka allows)
+    sends the group through the pair-by-pair check, which names the places."""
+    for field in _CLAIMS:
+        pairs = list(chain.from_iterable(m.spec.get(field) or () for m in members))
+        if snapshot and not _distinct_partitions(topics, map(itemgetter(0), pairs), map(itemgetter(1), pairs)):
+            return False
+        if (
+            not snapshot
+            and pairs
+            and (max(map(itemgetter(1), pairs)) > INT32_MAX or len(set(map(tuple, pairs))) != len(pairs))
+        ):
+            return False
+    return True
 
 
 def _offset_errors(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) -> Iterator[str]:
+    if _offsets_plainly_valid(topics, offsets):
+        return
     seen: dict[tuple[str, int], int] = {}
     for i, offset in enumerate(offsets):
         topic, partition = offset["topic"], offset["partition"]
@@ -391,6 +431,42 @@ def _offset_errors(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) 
             yield f"{where}: {problem}"
         elif committed is not None and end is not None and committed > end:
             yield f"{where}: committed offset {committed} is above end offset {end} for {_tp(topic, partition)}"
+
+
+def _offsets_plainly_valid(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) -> bool:
+    """True when the entry-by-entry check below would find nothing (C-level passes over the columns)."""
+    committed = list(map(methodcaller("get", "committed"), offsets))
+    ends = list(map(methodcaller("get", "end"), offsets))
+    return (
+        _distinct_partitions(topics, map(itemgetter("topic"), offsets), map(itemgetter("partition"), offsets))
+        and max(filter(_known, chain(committed, ends)), default=0) <= INT64_MAX
+        and not any(map(_above, committed, ends))
+    )
+
+
+def _distinct_partitions(topics: Mapping[str, int], names: Iterator[str], partitions: Iterator[int]) -> bool:
+    """Each (names[i], partitions[i]) a partition of `topics` (a known topic, 0 <= partition < its count, within
+    int32), none twice. Vectorized, allocating per pair only (never per partition a count claims)."""
+    index = {topic: i for i, topic in enumerate(topics)}
+    try:
+        counts = np.fromiter(topics.values(), np.int64, len(topics))
+        rank = np.fromiter(map(index.__getitem__, names), np.int64)
+        partition = np.fromiter(partitions, np.int64)
+    except (KeyError, OverflowError):  # a topic missing from `topics`, a number beyond int64
+        return False
+    if not len(partition):
+        return True
+    if partition.min() < 0 or partition.max() > INT32_MAX or (partition >= counts[rank]).any():
+        return False
+    keys = np.sort(rank << 31 | partition)
+    return not (keys[1:] == keys[:-1]).any()
+
+
+def _above(committed: int | None, end: int | None) -> bool:
+    return committed is not None and end is not None and committed > end
+
+
+_known = partial(operator.is_not, None)
 
 
 def _load_errors(topics: Mapping[str, int], loads: Mapping[str, list[float]]) -> Iterator[str]:

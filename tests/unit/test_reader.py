@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.errors import InputError
-from schemas.reader import MAX_DEPTH, Document, json_path, nesting_depth, read_groups, read_json_documents
+from schemas.reader import (
+    MAX_DEPTH,
+    Document,
+    _structure,
+    json_path,
+    nesting_depth,
+    read_groups,
+    read_json_documents,
+)
 
 GROUP = {"group_id": "payments", "topics": {"orders": 2}, "members": []}
 
@@ -253,6 +261,12 @@ def _depth(value) -> int:
 @settings(max_examples=300, deadline=None)
 def test_nesting_depth_equals_the_depth_of_the_parsed_value(value):
     assert nesting_depth(json.dumps(value, ensure_ascii=False).encode())[0] == _depth(value)
+
+
+@given(st.lists(st.sampled_from([b"\\", b'"', b"[", b"]", b"{", b"}", b"a", b":", b" "]), max_size=60).map(b"".join))
+@settings(max_examples=500, deadline=None)
+def test_the_quick_depth_pass_reads_the_same_depth_from_fewer_bytes(data):
+    assert nesting_depth(_structure(data))[0] == nesting_depth(data)[0]
 
 
 def test_json_path_quotes_keys_that_are_not_printable():

@@ -8,11 +8,12 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planner import assign
 from planner.errors import InputError, LimitError
+from schemas import rules
 from schemas.conforms import compile_schema
 from schemas.rules import (
     INT32_MAX,
@@ -216,6 +217,73 @@ def test_owners_in_different_generations_are_kafkas_to_resolve_but_one_generatio
     assert two_owners(3, 4) == []
     assert two_owners(4, 4) == ["members[1].owned[0]: orders-0 is claimed by both 'a' and 'b'"]
     assert two_owners(None, 4) == ["members[1].owned[0]: orders-0 is claimed by both 'a' and 'b'"]  # group's 4
+
+
+# Groups that pass the schema and break the partition rules now and then: unknown topics, partitions out of range
+# or beyond int32, a partition listed twice by one member or by two (in one generation or two), offsets entries
+# repeated, out of range, beyond int64, committed above end.
+topic_names = st.sampled_from(["orders"] * 8 + ["refunds", "gone"])
+partitions = st.sampled_from([0, 1, 2] * 4 + [3, 2**31])
+tps = st.lists(st.tuples(topic_names, partitions).map(list), max_size=4)
+offset_entries = st.fixed_dictionaries(
+    {"topic": topic_names, "partition": partitions},
+    optional={"committed": st.sampled_from([None, -1, 0, 5, 9] * 2 + [2**63]), "end": st.sampled_from([None, 0, 9])},
+)
+partition_groups = st.builds(
+    lambda form, topics, members, offsets: (
+        {"group_id": "g", "topics": topics, "members": members, "offsets": offsets}
+        if form == "snapshot"
+        else {"topics": topics, "members": {m["member_id"]: m for m in members}}
+    ),
+    st.sampled_from(["snapshot", "compact"]),
+    st.fixed_dictionaries({"orders": st.integers(3, 4), "refunds": st.integers(3, 4)}),
+    st.lists(
+        st.fixed_dictionaries(
+            {"member_id": st.sampled_from(["a", "b", "c"]), "topics": st.just([])},
+            optional={"owned": tps, "assignment": tps, "target_assignment": tps, "generation": st.integers(1, 2)},
+        ),
+        unique_by=lambda m: m["member_id"],
+        max_size=3,
+    ),
+    st.lists(offset_entries, max_size=4),
+)
+
+
+@given(partition_groups)
+@example(
+    {
+        "group_id": "g",
+        "topics": {"t": 2},
+        "members": [
+            {"member_id": "a", "topics": [], "assignment": [["t", 0]]},
+            {"member_id": "b", "topics": [], "assignment": [["t", 0]]},
+        ],
+    }
+)
+@example(
+    {
+        "group_id": "g",
+        "topics": {"t": 2},
+        "members": [],
+        "offsets": [{"topic": "t", "partition": 1, "committed": 3, "end": 2}],
+    }
+)
+@example(
+    {
+        "group_id": "g",
+        "topics": {"t": 2},
+        "members": [],
+        "offsets": [{"topic": "t", "partition": 0, "committed": 2**63}],
+    }
+)
+@settings(max_examples=400, deadline=None)
+def test_the_vectorized_partition_checks_agree_with_the_pair_by_pair_ones(doc):
+    """A group the vectorized checks pass has nothing the pair-by-pair checks would name (they run otherwise)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rules, "_claims_plainly_valid", lambda *_: False)
+        patch.setattr(rules, "_offsets_plainly_valid", lambda *_: False)
+        one_by_one = document_errors(doc)
+    assert document_errors(doc) == one_by_one
 
 
 # --- ids and stored text ----------------------------------------------------------------------------------------
