@@ -216,7 +216,11 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
     )
     if not keys.num_rows:
         return {}
-    plans = lake.read_arrow("plans", [("generation_id", "in", keys.column("generation_id").to_pylist())])
+    plans = lake.read_arrow(
+        "plans",
+        [("generation_id", "in", keys.column("generation_id").to_pylist())],
+        columns=("group_id", "generation_id", "strategy", "member", "weight"),
+    )
     plans = plans.join(keys, ["group_id", "generation_id", "strategy"], join_type="inner")
     plans = plans.set_column(plans.schema.get_field_index("weight"), "weight", pc.fill_null(plans["weight"], 1.0))
     loads: dict[str, dict[str, float]] = defaultdict(dict)
@@ -226,7 +230,13 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
     if not loads:
         return {}
     snapshots = sorted({newest[g]["snapshot_id"] for g in loads} - {None})
-    rows = lake.read_arrow("snapshots", [("snapshot_id", "in", snapshots)]).to_pylist() if snapshots else []
+    rows = (
+        lake.read_arrow(
+            "snapshots", [("snapshot_id", "in", snapshots)], ("group_id", "snapshot_id", "member_id")
+        ).to_pylist()
+        if snapshots
+        else []
+    )
     for m in rows:
         group = m["group_id"]
         if group in loads and m["member_id"] and m["snapshot_id"] == newest[group]["snapshot_id"]:
@@ -239,7 +249,9 @@ def _lag(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, float]:
     snapshots = sorted({g["snapshot_id"] for g in newest.values() if g["snapshot_id"]})
     if not snapshots:
         return {}
-    offsets = lake.read_arrow("partition_offsets", [("snapshot_id", "in", snapshots)])
+    offsets = lake.read_arrow(
+        "partition_offsets", [("snapshot_id", "in", snapshots)], ("snapshot_id", "group_id", "lag")
+    )
     totals = offsets.group_by(["snapshot_id", "group_id"]).aggregate([("lag", "sum")]).to_pylist()
     return {
         t["group_id"]: float(t["lag_sum"] or 0)
