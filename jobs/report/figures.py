@@ -7,10 +7,11 @@ Every label that carries an id is HTML-escaped (plotly.js reads a small set of t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from html import escape
 from typing import Any
 
-import pyarrow.compute as pc
+import numpy as np
 
 from jobs.report.collect import PARTITIONS_SHOWN, TODAY, GenerationReport, distinct, heaviest
 
@@ -41,17 +42,21 @@ def partition_load(report: GenerationReport) -> Figure:
 
     Beyond PARTITIONS_SHOWN partitions only the heaviest are drawn (the page notes the rest).
     """
-    shown = heaviest(report.partitions, PARTITIONS_SHOWN)
+    shown = heaviest(report.partitions, PARTITIONS_SHOWN)  # sorted by topic, then partition
+    values = {c: shown.column(c).to_pylist() for c in ("topic", "partition", "load", "owner", "member", "source")}
+    labels = {v: _label(v) for v in {*values["owner"], *values["member"]}}  # a few members, many partitions
+    held = zip(values["owner"], values["member"], values["source"], strict=True)
+    custom = [[labels[owner], labels[member], source] for owner, member, source in held]
     data = []
-    for i, topic in enumerate(sorted(distinct(shown, "topic"))):
-        rows = shown.filter(pc.equal(shown.column("topic"), topic)).to_pylist()
+    for i, (topic, start, end) in enumerate(_runs(values["topic"])):
+        prefix = escape(topic) + "-"  # escaping the topic alone: digits and '-' need none
         data.append(
             {
                 "type": "bar",
                 "name": escape(topic),
-                "x": [escape(f"{topic}-{p['partition']}") for p in rows],
-                "y": [p["load"] for p in rows],
-                "customdata": [[_label(p["owner"]), _label(p["member"]), p["source"]] for p in rows],
+                "x": [prefix + str(p) for p in values["partition"][start:end]],
+                "y": values["load"][start:end],
+                "customdata": custom[start:end],
                 "hovertemplate": "%{x}<br>load %{y:,.0f} (%{customdata[2]})<br>owner today %{customdata[0]}"
                 "<br>after the plan %{customdata[1]}<extra></extra>",
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
@@ -71,9 +76,10 @@ def what_if(report: GenerationReport, topic: str) -> Figure:
     gap, n = 0.06, len(counts)
     height = (1 - gap * (n - 1)) / n
     data, axes = [], {}
+    at = mine.column("partition_count").to_numpy()
     for i, count in enumerate(counts):
-        part = heaviest(mine.filter(pc.equal(mine.column("partition_count"), count)), PARTITIONS_SHOWN).to_pylist()
-        today = bool(part[0]["current"])
+        part = heaviest(mine.take(np.flatnonzero(at == count)), PARTITIONS_SHOWN)
+        today = bool(part.column("current")[0].as_py())
         suffix = "" if i == 0 else str(i + 1)
         top = 1 - i * (height + gap)
         label = f"{count} partitions" + (" (today)" if today else "")
@@ -81,8 +87,8 @@ def what_if(report: GenerationReport, topic: str) -> Figure:
             {
                 "type": "bar",
                 "name": label,
-                "x": [r["partition"] for r in part],
-                "y": [r["load"] for r in part],
+                "x": part.column("partition").to_pylist(),
+                "y": part.column("load").to_pylist(),
                 "xaxis": f"x{suffix}",
                 "yaxis": f"y{suffix}",
                 "hovertemplate": f"{count} partitions<br>partition %{{x}}: %{{y:,.0f}} messages<extra></extra>",
@@ -200,6 +206,15 @@ def history(generations: list[dict[str, Any]]) -> Figure:
             },
         ),
     }
+
+
+def _runs(values: list[Any]) -> Iterator[tuple[Any, int, int]]:
+    """(value, start, end) of each run of equal values in a list."""
+    start = 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            yield values[start], start, i
+            start = i
 
 
 def _label(value: Any) -> str:
