@@ -272,12 +272,12 @@ def _report(args: argparse.Namespace) -> int:
     from jobs.config import Config
     from jobs.io.lake import Lake
     from jobs.report import write_reports
+    from jobs.report.collect import projected
 
     if args.generation is not None and args.group is None:
         raise InputError("--generation needs --group")
-    written = write_reports(
-        Lake(Config.from_env(lake=args.lake).lake).read_arrow, args.output, group=args.group, generation=args.generation
-    )
+    read = projected(Lake(Config.from_env(lake=args.lake).lake).read_arrow)
+    written = write_reports(read, args.output, group=args.group, generation=args.generation)
     print(f"{len(written)} pages written; open {written[-1]}")
     return 0
 

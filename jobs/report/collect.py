@@ -1,18 +1,22 @@
-"""Everything one generation's report shows, gathered from the lake: per-partition data as Arrow tables, the rest
+"""Everything a generation's report shows, gathered from the lake: per-partition data as Arrow tables, the rest
 as plain data (lists of row dicts).
 
-`collect` needs only `read(name, filters)` with the shape of `Lake.read_arrow`, so it runs without Spark. Columns
-that the tables gain later (migration readiness, approval, verification status, load source ...) are carried
-along when a table has them and skipped when it does not. Per-partition data stays Arrow (joins, group-bys) since a
-group may have a million partitions; only what a page shows (capped at PARTITIONS_SHOWN bars, MOVES_SHOWN moves)
-becomes Python rows. Small tables are plain rows rather than pandas frames: pandas' per-call overhead (about
-0.1 ms an operation) would be most of the time of a thousand reports.
+`collect_many` gathers many generations at once: each table is read once for all of them (a lookup names every
+group of the batch), every per-partition step is one Arrow call over all their rows, each row tagged with its
+generation's position in the batch (`pair`), and the results are sliced per generation at the end. One Arrow call
+per generation and step costs 10-300 us whatever the size, which was most of the time of a thousand small reports.
+`collect` is the same for one generation. Both need only `read(name, filters)` with the shape of `Lake.read_arrow`,
+so they run without Spark. Columns that the tables gain later (migration readiness, approval, verification status,
+load source ...) are carried along when a table has them and skipped when it does not. Per-partition data stays
+Arrow (joins, group-bys) since a group may have a million partitions; only what a page shows (capped at
+PARTITIONS_SHOWN bars, MOVES_SHOWN moves) becomes Python rows.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,35 +46,64 @@ GENERATION_COLUMNS = (
 """The generation columns the page lays out itself; any other column is shown as it is, in the header."""
 
 HOT_KEYS_SHOWN = 10
-PLAN_COLUMNS = ("strategy", "topic", "partition", "member", "previous_member", "moved", "phase", "weight")
-SKEW_COLUMNS = ("topic", "partitioner", "partition_count", "current", "partition", "load", "messages")
-HOT_KEY_COLUMNS = ("topic", "partition_count", "rank", "key", "messages", "share", "partition")
+HISTORY_COLUMNS = ("max_mean_load", "partitions_moved", "members", "partitions")
+PAIR = "pair"
+ROW = "row"
+GROUP_KEYS = ("group_id", "generation_id")
+SNAPSHOT_KEYS = ("group_id", "snapshot_id")
+SKEW_KEYS = ("run_id", "topic")
+PLAN_COLUMNS = (*GROUP_KEYS, "strategy", "topic", "partition", "member", "previous_member", "phase", "weight")
+SKEW_COLUMNS = (*SKEW_KEYS, "partitioner", "partition_count", "current", "partition", "load", "messages")
+HOT_KEY_COLUMNS = (*SKEW_KEYS, "partition_count", "rank", "key", "messages", "share", "partition")
 FINGERPRINT_COLUMNS = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
 TODAY = "today"
 KEY = ["topic", "partition"]
+PAIR_KEY = [PAIR, *KEY]
 SORTED = [("topic", "ascending"), ("partition", "ascending")]
 PARTITIONS_SHOWN = 2000
 """Per-partition bars a chart draws (of one topic's count in a what-if chart): beyond it, the heaviest ones."""
 
 _TOPIC_PARTITION = [pa.field("topic", pa.string()), pa.field("partition", pa.int64())]
+_GROUP = pa.field("group_id", pa.string())
 PLAN_SCHEMA = pa.schema(
-    [pa.field("strategy", pa.string()), *_TOPIC_PARTITION]
-    + [pa.field(c, pa.string()) for c in ("member", "previous_member")]
-    + [pa.field("moved", pa.bool_()), pa.field("phase", pa.string()), pa.field("weight", pa.float64())]
+    [_GROUP, pa.field("generation_id", pa.int64()), pa.field("strategy", pa.string()), *_TOPIC_PARTITION]
+    + [pa.field(c, pa.string()) for c in ("member", "previous_member", "phase")]
+    + [pa.field("weight", pa.float64())]
 )
 SKEW_SCHEMA = pa.schema(
-    [pa.field("topic", pa.string()), pa.field("partitioner", pa.string()), pa.field("partition_count", pa.int64())]
-    + [pa.field("current", pa.bool_()), pa.field("partition", pa.int64())]
+    [pa.field(c, pa.string()) for c in (*SKEW_KEYS, "partitioner")]
+    + [pa.field("partition_count", pa.int64()), pa.field("current", pa.bool_()), pa.field("partition", pa.int64())]
     + [pa.field("load", pa.float64()), pa.field("messages", pa.float64())]
 )
-OFFSET_SCHEMA = pa.schema(_TOPIC_PARTITION + [pa.field(c, pa.float64()) for c in ("committed", "end_offset", "lag")])
+OFFSET_SCHEMA = pa.schema(
+    [_GROUP, pa.field("snapshot_id", pa.string()), *_TOPIC_PARTITION]
+    + [pa.field(c, pa.float64()) for c in ("committed", "end_offset", "lag")]
+)
 SNAPSHOT_SCHEMA = pa.schema(
-    [pa.field("member_id", pa.string()), pa.field("assignment", pa.list_(pa.struct(_TOPIC_PARTITION)))]
+    [_GROUP]
+    + [pa.field(c, pa.string()) for c in ("snapshot_id", "member_id")]
+    + [pa.field("assignment", pa.list_(pa.struct(_TOPIC_PARTITION)))]
 )
 MOVE_SCHEMA = pa.schema(
     [pa.field("round", pa.int64()), pa.field("action", pa.string()), *_TOPIC_PARTITION]
     + [pa.field("previous_member", pa.string()), pa.field("member", pa.string()), pa.field("load", pa.float64())]
 )
+_PAIRED_MOVES = pa.schema([pa.field(PAIR, pa.int64()), *MOVE_SCHEMA])
+SNAPSHOT_COLUMNS = tuple(SNAPSHOT_SCHEMA.names)
+BATCHED = frozenset(
+    {"plans", "snapshots", "partition_offsets", "gate_results"}
+    | {"key_skew", "key_skew_summary", "key_skew_hot_keys", "key_skew_fingerprint"}
+)
+"""The tables `collect_many` reads by the batch's generations, snapshots or runs: a lake with history has many
+more rows than one run, and those with a row per partition are large even for one run."""
+READ_COLUMNS = {
+    "plans": PLAN_COLUMNS,
+    "snapshots": SNAPSHOT_COLUMNS,
+    "key_skew": SKEW_COLUMNS,
+    "key_skew_hot_keys": HOT_KEY_COLUMNS,
+    "key_skew_fingerprint": (*SKEW_KEYS, *FINGERPRINT_COLUMNS),
+}
+"""The columns a report uses of the tables it does not show whole (snapshots have 25, the report needs 4)."""
 
 
 @dataclass(frozen=True)
@@ -108,65 +141,131 @@ class GenerationReport:
         return self.generation.get("chosen_strategy")
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """What `collect_many` gathered: per pair (its position in the batch), per generation or per run and topic."""
+
+    found: Rows  # the `generations` rows
+    parameters: list[dict[str, Any]]
+    metrics: dict[tuple[Any, ...], Rows]  # (group, generation) -> plan_metrics rows
+    topics: dict[int, list[str]]
+    members: dict[int, list[str]]
+    strategies: dict[int, list[str]]
+    partitions: list[pa.Table]
+    moves: list[pa.Table]
+    per_member: dict[int, dict[tuple[str, str], Any]]  # (assignment, member) -> partitions, load
+    lag: tuple[dict[tuple[int, str], float], dict[tuple[int, str], float]]  # (pair, member) -> today, after
+    notes: list[list[str]]
+    what_if: dict[str | None, dict[str, pa.Table]]  # run -> topic -> loads at each measured count
+    skew: dict[str, dict[tuple[Any, ...], Rows]]  # summary / hot_keys / fingerprint -> (run, topic) -> rows
+    gate: dict[tuple[Any, ...], Rows]
+
+
+def projected(read_arrow: Callable[[str, Filters, Sequence[str] | None], pa.Table]) -> Read:
+    """A `read` from a reader that also takes the columns to read (`Lake.read_arrow`): it reads only READ_COLUMNS."""
+
+    def read(name: str, filters: Filters = None) -> pa.Table:
+        return read_arrow(name, filters, READ_COLUMNS.get(name))
+
+    return read
+
+
 def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     """Gather one generation's report from the lake; InputError when the lake has no such generation."""
-    keys = [("group_id", "=", group_id), ("generation_id", "=", int(generation_id))]
-    found = rows(read, "generations", keys)
-    if not found:
-        raise InputError(f"generations: group {group_id!r} has no generation {generation_id}")
-    generation = found[0]
-    parameters = _json(generation.get("parameters"))
-    parameters = parameters if isinstance(parameters, dict) else {"parameters": parameters}
-    changes = _json(generation.get("changes", parameters.get("changes")))
-    run_id, snapshot_id = generation.get("run_id"), generation.get("snapshot_id")
+    return collect_many(read, [(group_id, int(generation_id))])[0]
 
+
+def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[GenerationReport]:
+    """Gather the reports of many (group, generation) pairs together, in `wanted`'s order; InputError naming the
+    first pair the lake lacks."""
+    if not wanted:
+        return []
+    found = _generations(read, wanted)
+    by_generation = _lookup(found, GROUP_KEYS)
+    metrics = _by_key(rows(read, "plan_metrics", by_generation), GROUP_KEYS)
+    pairs, parameters = _pairs(found, metrics), [_parameters(g) for g in found]
     # Per-partition data stays Arrow end to end (a million-partition group has millions of plan rows).
-    plans = typed(table(read, "plans", keys, PLAN_COLUMNS), PLAN_SCHEMA)
-    metrics = rows(read, "plan_metrics", keys)
-    chosen = generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
-    target = candidate(plans, chosen)
-    roster, today = _today(read, group_id, snapshot_id)
-    topics = sorted(set(distinct(plans, "topic")) | set(distinct(today, "topic")))
-    run = [("topic", "in", topics), ("run_id", "=", run_id)]
+    plans = typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA)
+    plans = _paired(plans, pairs, GROUP_KEYS, ordered=False).drop_columns(list(GROUP_KEYS))
+    target = plans.filter(pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR))))
+    roster, owners = _today(read, pairs)
+    topics = _topics(plans, owners, pairs)
+    by_topic = _lookup(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
+    skew = typed(table(read, "key_skew", by_topic, SKEW_COLUMNS), SKEW_SCHEMA)
+    measured = _paired(_measured(skew), topics, SKEW_KEYS)
+    partitions = partition_loads(target, owners, measured, _lags(read, pairs), _weighted(parameters))
+    runs = by_topic[0][2]
+    batch = _Batch(
+        found=found,
+        parameters=parameters,
+        metrics=metrics,
+        topics=_per_pair(topics, "topic"),
+        members=_members(roster, plans),
+        strategies=_per_pair(plans, "strategy"),
+        partitions=_split(partitions, len(found)),
+        moves=_split(moves(target, partitions), len(found)),
+        per_member=_per_member(owners, plans, partitions),
+        lag=(_lag_sums(partitions, "owner"), _lag_sums(partitions, "member")),
+        notes=_notes(partitions, owners, len(found)),
+        what_if={run: _what_if(skew.filter(pc.equal(skew.column("run_id"), run))) for run in runs},
+        skew={
+            "summary": _by_key(rows(read, "key_skew_summary", by_topic), SKEW_KEYS),
+            "hot_keys": _by_key(rows(read, "key_skew_hot_keys", by_topic, HOT_KEY_COLUMNS), SKEW_KEYS),
+            "fingerprint": _by_key(
+                rows(read, "key_skew_fingerprint", by_topic, READ_COLUMNS["key_skew_fingerprint"]), SKEW_KEYS
+            ),
+        },
+        gate=_by_key(rows(read, "gate_results", by_generation), GROUP_KEYS),
+    )
+    return [_report(batch, pair) for pair in range(len(found))]
 
-    skew = typed(table(read, "key_skew", run, SKEW_COLUMNS), SKEW_SCHEMA)
-    offsets = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
-    lags = _lags(typed(table(read, "partition_offsets", offsets), OFFSET_SCHEMA))
-    partitions = partition_loads(skew, target, today, lags, set(parameters.get("weighted_topics") or []))
-    members = sorted(set(roster) | (set(distinct(plans, "member")) - {None}))
-    summary = sorted(rows(read, "key_skew_summary", run), key=lambda r: (r["topic"], r["partition_count"]))
+
+def _report(batch: _Batch, pair: int) -> GenerationReport:
+    """The report of the batch's pair number `pair`."""
+    generation, parameters = batch.found[pair], batch.parameters[pair]
+    key = (generation["group_id"], generation["generation_id"])
+    run, topics, members = generation.get("run_id"), batch.topics.get(pair, []), batch.members.get(pair, [])
+    metrics = batch.metrics.get(key, [])
+    summary = sorted(_of(batch.skew["summary"], run, topics), key=lambda r: (r["topic"], r["partition_count"]))
     current = {r["topic"]: r["partition_count"] for r in summary if r.get("current")}
+    what_if = batch.what_if.get(run, {})
+    strategies, per = batch.strategies.get(pair, []), batch.per_member.get(pair, {})
+    today, after = batch.lag
     return GenerationReport(
-        group_id=group_id,
-        generation_id=int(generation_id),
+        group_id=generation["group_id"],
+        generation_id=int(generation["generation_id"]),
         generation=generation,
         extras={k: _json(v) for k, v in generation.items() if k not in GENERATION_COLUMNS and v not in (None, "")},
-        changes=changes,
+        changes=_json(generation.get("changes", parameters.get("changes"))),
         parameters=parameters,
-        partitions=partitions,
-        what_if=_what_if(skew),
+        partitions=batch.partitions[pair],
+        what_if={t: what_if[t] for t in topics if t in what_if},
         skew_summary=summary,
-        hot_keys=_hot_keys(rows(read, "key_skew_hot_keys", run, HOT_KEY_COLUMNS), current),
-        fingerprint=_fingerprint(rows(read, "key_skew_fingerprint", run, FINGERPRINT_COLUMNS)),
+        hot_keys=_hot_keys(_of(batch.skew["hot_keys"], run, topics), current),
+        fingerprint=_fingerprint(_of(batch.skew["fingerprint"], run, topics)),
         candidates=_without_keys(sorted(metrics, key=lambda m: (not m.get("chosen"), m["strategy"]))),
-        members=member_loads(members, today, plans, chosen, partitions),
-        moves=moves(target, partitions),
-        lag=member_lag(members, partitions),
-        gate=_without_keys(
-            sorted(rows(read, "gate_results", keys), key=lambda r: (bool(r["success"]), r["expectation"]))
-        ),
-        notes=_notes(partitions, today),
+        members=member_loads(members, strategies, per, _chosen(generation, metrics)),
+        moves=batch.moves[pair],
+        lag=[{"member": m, "today": today.get((pair, m), 0.0), "after": after.get((pair, m), 0.0)} for m in members],
+        gate=_without_keys(sorted(batch.gate.get(key, []), key=lambda r: (bool(r["success"]), r["expectation"]))),
+        notes=batch.notes[pair],
     )
 
 
 def history(read: Read, group_id: str) -> Rows:
     """One row per generation of the group (newest first), with the chosen candidate's balance and moves."""
-    chosen = {m["generation_id"]: m for m in rows(read, "plan_metrics", [("group_id", "=", group_id)]) if m["chosen"]}
-    out = []
-    for g in rows(read, "generations", [("group_id", "=", group_id)]):
-        best = chosen.get(g["generation_id"], {})
-        out.append(g | {k: best.get(k) for k in ("max_mean_load", "partitions_moved", "members", "partitions")})
-    return sorted(out, key=lambda g: -g["generation_id"])
+    return histories(read, [group_id])[group_id]
+
+
+def histories(read: Read, group_ids: Sequence[str]) -> dict[str, Rows]:
+    """`history` of every group named, from one lookup per table."""
+    lookup = [("group_id", "in", sorted(set(group_ids)))]
+    chosen = {(m["group_id"], m["generation_id"]): m for m in rows(read, "plan_metrics", lookup) if m["chosen"]}
+    out: dict[str, Rows] = defaultdict(list)
+    for g in rows(read, "generations", lookup):
+        best = chosen.get((g["group_id"], g["generation_id"]), {})
+        out[g["group_id"]].append(g | {k: best.get(k) for k in HISTORY_COLUMNS})
+    return {g: sorted(out[g], key=lambda r: -r["generation_id"]) for g in group_ids}
 
 
 def groups(read: Read) -> Rows:
@@ -187,8 +286,8 @@ def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...
 
 def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> pa.Table:
     """A table's rows (only `columns`, those the table has, when given); a missing table reads as no columns."""
-    if filters and any(op == "=" and value is None for _, op, value in filters):
-        return pa.table({})  # a lookup on a missing id (e.g. no run id) matches nothing
+    if filters and any(value is None if op == "=" else not value for _, op, value in filters):
+        return pa.table({})  # a lookup on a missing id (e.g. no run id) or on no ids matches nothing
     try:
         found = read(name, list(filters) if filters else None)
     except TableNotFoundError:
@@ -204,98 +303,74 @@ def typed(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def candidate(plans: pa.Table, strategy: str | None) -> pa.Table:
-    """The plan rows of one candidate (none for no strategy)."""
-    return plans.filter(pc.equal(plans.column("strategy"), pa.scalar(strategy, pa.string()))).drop_columns("strategy")
-
-
 def distinct(data: pa.Table, column: str) -> list[Any]:
     """The distinct values of a column (none when the table lacks it)."""
     return pc.unique(data.column(column)).to_pylist() if column in data.column_names else []
 
 
-def partition_loads(skew: pa.Table, target: pa.Table, today: pa.Table, lags: pa.Table, weighted: set[str]) -> pa.Table:
-    """Today's load of every partition: the run's key-skew messages, else the plan's weight, else 1.0.
+def partition_loads(
+    target: pa.Table, owners: pa.Table, measured: pa.Table, lags: pa.Table, weighted: pa.Table
+) -> pa.Table:
+    """Today's load of every partition of every pair: the run's key-skew messages, else the plan's weight, else 1.0.
 
-    Columns topic, partition, load, source, owner (today), member (the chosen plan), lag; sorted by partition.
+    Columns pair, topic, partition, load, source, owner (today), member (the chosen plan), lag; sorted by pair and
+    partition. The weight of a topic in `weighted` (pair, topic, listed) counts even where it is 1.
     """
-    planned, owners, measured = target.select([*KEY, "member", "weight"]), today, _measured(skew)
-    every = pa.concat_tables([t.select(KEY) for t in (planned, owners, measured)])
-    seen = key(every)
-    keys = pc.unique(seen)
-    out = every.take(pc.index_in(keys, value_set=seen))
-    plan = _lookup(keys, planned)
-    weight = plan.column("weight")
-    measured_load = _lookup(keys, measured).column("measured")
-    listed = pc.is_in(out.column("topic"), pa.array(sorted(weighted), pa.string()))
+    every = pa.concat_tables([t.select(PAIR_KEY) for t in (target, owners, measured)])
+    owner = _first(owners.select([*PAIR_KEY, "member"]), PAIR_KEY).rename_columns([*PAIR_KEY, "owner"])
+    out = every.group_by(PAIR_KEY).aggregate([]).join(target.select([*PAIR_KEY, "member", "weight"]), PAIR_KEY)
+    out = out.join(_first(measured.select([*PAIR_KEY, "measured"]), PAIR_KEY), PAIR_KEY).join(owner, PAIR_KEY)
+    out = out.join(lags, PAIR_KEY).join(weighted, [PAIR, "topic"])
+    weight, measured_load = out.column("weight"), out.column("measured")
+    listed = pc.fill_null(out.column("listed"), False)
     by_weight = pc.and_kleene(pc.is_valid(weight), pc.or_kleene(listed, pc.not_equal(weight, 1.0)))
     load = pc.if_else(pc.is_valid(measured_load), measured_load, pc.if_else(by_weight, weight, 1.0))
     source = pc.if_else(pc.is_valid(measured_load), "key skew", pc.if_else(by_weight, "plan weight", "uniform"))
-    columns = {"load": load, "source": source, "owner": _lookup(keys, owners).column("member")}
-    columns |= {"member": plan.column("member"), "lag": _lookup(keys, lags).column("lag")}
-    for name, values in columns.items():
-        out = out.append_column(name, values)
-    return out.sort_by(SORTED)
-
-
-def key(data: pa.Table) -> pa.Array:
-    """One text per row naming its (topic, partition): rows are looked up by it with `index_in`, far cheaper than
-    a join (a thousand small reports would spend most of their time setting joins up)."""
-    text = pc.binary_join_element_wise(data.column("topic"), data.column("partition").cast(pa.string()), "\x00")
-    return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
-
-
-def _lookup(keys: pa.Array, data: pa.Table) -> pa.Table:
-    """The row of `data` for each key (nulls where it has none), in the order of `keys`."""
-    return data.take(pc.index_in(keys, value_set=key(data)))
-
-
-def _measured(skew: pa.Table) -> pa.Table:
-    """Measured load per partition at today's count; one partitioner per topic, the first by name."""
-    first = skew.group_by("topic").aggregate([("partitioner", "min")])
-    current = skew.filter(pc.fill_null(skew.column("current"), False))
-    at = pc.index_in(current.column("topic"), value_set=first.column("topic").combine_chunks())
-    mine = current.filter(pc.equal(current.column("partitioner"), first.column("partitioner_min").take(at)))
-    load = pc.coalesce(mine.column("load"), mine.column("messages"))
-    return mine.select(KEY).append_column("measured", load)
+    columns = [*(out.column(c) for c in PAIR_KEY), load, source, *(out.column(c) for c in ("owner", "member", "lag"))]
+    names = [*PAIR_KEY, "load", "source", "owner", "member", "lag"]
+    return pa.Table.from_arrays(columns, names=names).sort_by([(PAIR, "ascending"), *SORTED])
 
 
 def member_loads(
-    members: list[str], today: pa.Table, plans: pa.Table, chosen: str | None, partitions: pa.Table
+    members: list[str], strategies: list[str], per: dict[tuple[str, str], tuple[int, float]], chosen: str | None
 ) -> Rows:
     """Load and partition count per member today and under every candidate, all with the same partition loads."""
-    per = _per_member(today, plans, partitions)
     assigned = {strategy for strategy, _ in per}
     out = []
-    for assignment in [TODAY, *sorted(distinct(plans, "strategy"))]:
+    for assignment in [TODAY, *strategies]:
         if assignment not in assigned and assignment != TODAY:
             continue  # a candidate that assigns nothing has no column, as today always has
         out += [
             {"member": m, "assignment": assignment, "chosen": assignment == chosen}
-            | {"partitions": per.get((assignment, m), (0, 0.0))[0], "load": per.get((assignment, m), (0, 0.0))[1]}
+            | dict(zip(("partitions", "load"), per.get((assignment, m), (0, 0.0)), strict=True))
             for m in members
         ]
     return out
 
 
-def _per_member(today: pa.Table, plans: pa.Table, partitions: pa.Table) -> dict[tuple[str, str], tuple[int, float]]:
-    """(assignment, member) -> (partitions, load), today's and every candidate's at once (unknown load: 1.0)."""
-    owned = today.add_column(0, "strategy", pa.repeat(pa.scalar(TODAY, pa.string()), today.num_rows))
+def _per_member(owners: pa.Table, plans: pa.Table, partitions: pa.Table) -> dict[int, dict[tuple[str, str], Any]]:
+    """Per pair, (assignment, member) -> (partitions, load), today's and every candidate's (unknown load: 1.0)."""
+    owned = owners.select([*PAIR_KEY, "member"])
+    owned = owned.append_column("strategy", pa.repeat(pa.scalar(TODAY, pa.string()), owned.num_rows))
     planned = plans.filter(pc.is_valid(plans.column("member"))).select(owned.column_names)
-    held = pa.concat_tables([owned, planned])
-    held = held.append_column("load", pc.fill_null(_lookup(key(held), partitions).column("load"), 1.0))
-    summed = held.group_by(["strategy", "member"]).aggregate([("load", "count"), ("load", "sum")]).to_pylist()
-    return {(r["strategy"], r["member"]): (r["load_count"], r["load_sum"]) for r in summed}
+    held = pa.concat_tables([owned, planned]).join(partitions.select([*PAIR_KEY, "load"]), PAIR_KEY)
+    held = held.set_column(held.schema.get_field_index("load"), "load", pc.fill_null(held.column("load"), 1.0))
+    summed = held.group_by([PAIR, "strategy", "member"]).aggregate([("load", "count"), ("load", "sum")])
+    out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
+    names = (PAIR, "strategy", "member", "load_count", "load_sum")
+    for pair, strategy, member, count, load in zip(*(summed.column(c).to_pylist() for c in names), strict=True):
+        out[pair][(strategy, member)] = (count, load)
+    return out
 
 
 def moves(target: pa.Table, partitions: pa.Table) -> pa.Table:
-    """The chosen plan's partition movements in rebalance order (columns MOVE_SCHEMA).
+    """The chosen plans' partition movements in rebalance order, per pair (columns pair and MOVE_SCHEMA's).
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in round 1 and assigned in round 2
     (the follow-up rebalance); eager protocols move it within one rebalance. Unowned partitions are assigned in
     round 1 either way.
     """
-    rows = target.append_column("load", _lookup(key(target), partitions).column("load"))
+    rows = target.join(partitions.select([*PAIR_KEY, "load"]), PAIR_KEY)
     previous = rows.column("previous_member")
     revoke = pc.fill_null(pc.equal(rows.column("phase"), "revoke"), False)
     unowned = pc.and_(pc.invert(revoke), pc.is_null(previous))
@@ -308,7 +383,7 @@ def moves(target: pa.Table, partitions: pa.Table) -> pa.Table:
         _moved(rows.filter(unowned), 1, "assign (was unowned)"),
         _moved(rows.filter(moved), 1, "move"),
     ]
-    order = [("round", "ascending"), *SORTED, ("action", "ascending")]
+    order = [(PAIR, "ascending"), ("round", "ascending"), *SORTED, ("action", "ascending")]
     return pa.concat_tables(parts).sort_by(order)
 
 
@@ -316,19 +391,38 @@ def _moved(rows: pa.Table, round_: int, action: str, *, keep_member: bool = True
     """Plan rows as moves of one round and action (the member left out while a partition is revoked)."""
     n = rows.num_rows
     member = rows.column("member") if keep_member else pa.nulls(n, pa.string())
-    columns = [pa.repeat(pa.scalar(round_, pa.int64()), n), pa.repeat(pa.scalar(action, pa.string()), n)]
-    columns += [rows.column("topic"), rows.column("partition"), rows.column("previous_member"), member]
-    return pa.Table.from_arrays([*columns, rows.column("load")], schema=MOVE_SCHEMA)
+    columns = [rows.column(PAIR), pa.repeat(pa.scalar(round_, pa.int64()), n)]
+    columns += [pa.repeat(pa.scalar(action, pa.string()), n), rows.column("topic"), rows.column("partition")]
+    columns += [rows.column("previous_member"), member, rows.column("load")]
+    return pa.Table.from_arrays(columns, schema=_PAIRED_MOVES)
 
 
-def member_lag(members: list[str], partitions: pa.Table) -> Rows:
-    """Lag (end offset - committed) summed over each member's partitions, today and under the chosen plan."""
+def _lag_sums(partitions: pa.Table, by: str) -> dict[tuple[int, str], float]:
+    """Lag summed per pair and `by` (owner: today, member: after the chosen plan) over partitions with a known lag."""
     known = partitions.filter(pc.is_valid(partitions.column("lag")))
-    today, after = (
-        {r[by]: r["lag_sum"] for r in known.group_by(by).aggregate([("lag", "sum")]).to_pylist()}
-        for by in ("owner", "member")
-    )
-    return [{"member": m, "today": today.get(m, 0.0), "after": after.get(m, 0.0)} for m in members]
+    summed = known.group_by([PAIR, by]).aggregate([("lag", "sum")])
+    keys = zip(summed.column(PAIR).to_pylist(), summed.column(by).to_pylist(), strict=True)
+    return dict(zip(keys, summed.column("lag_sum").to_pylist(), strict=True))
+
+
+def _notes(partitions: pa.Table, owners: pa.Table, n: int) -> list[list[str]]:
+    """Per pair, facts the charts cannot show: partitions nobody owns today and the lag sitting on them."""
+    planned = np.bincount(partitions.column(PAIR).to_numpy(), minlength=n)
+    owned = np.bincount(owners.column(PAIR).to_numpy(), minlength=n)
+    unowned = partitions.filter(pc.is_null(partitions.column("owner")))
+    summed = unowned.group_by(PAIR).aggregate([([], "count_all"), ("lag", "sum")])
+    names = (PAIR, "count_all", "lag_sum")
+    gaps = {p: (count, lag) for p, count, lag in zip(*(summed.column(c).to_pylist() for c in names), strict=True)}
+    return [_note(int(planned[p]), int(owned[p]), *gaps.get(p, (0, None))) for p in range(n)]
+
+
+def _note(partitions: int, owned: int, unowned: int, lag: float | None) -> list[str]:
+    """One pair's notes (see `_notes`)."""
+    if partitions and not owned:
+        return ["No member owns a partition today: every partition is assigned for the first time."]
+    if not unowned:
+        return []
+    return [f"{unowned} partition(s) have no owner today (lag {lag or 0.0:,.0f}); the plan assigns them."]
 
 
 def heaviest(data: pa.Table, limit: int) -> pa.Table:
@@ -352,25 +446,157 @@ def key_text(key: Any) -> str:
     return text if text is not None and text.isprintable() else "0x" + bytes(key).hex()
 
 
-def _today(read: Read, group_id: str, snapshot_id: str | None) -> tuple[list[str], pa.Table]:
-    """The snapshot's members and today's owner of each partition (topic, partition, member: the coordinator's)."""
-    members = [("group_id", "=", group_id), ("snapshot_id", "=", snapshot_id)]
-    snapshot = typed(table(read, "snapshots", members, ("member_id", "assignment")), SNAPSHOT_SCHEMA)
+def _generations(read: Read, wanted: Sequence[tuple[str, int]]) -> Rows:
+    """The `generations` row of each wanted pair, in order; InputError naming the first the lake lacks."""
+    asked = [{"group_id": group_id, "generation_id": int(generation_id)} for group_id, generation_id in wanted]
+    found = _by_key(rows(read, "generations", _lookup(asked, GROUP_KEYS)), GROUP_KEYS)
+    for group_id, generation_id in (tuple(g.values()) for g in asked):
+        if (group_id, generation_id) not in found:
+            raise InputError(f"generations: group {group_id!r} has no generation {generation_id}")
+    return [found[(g["group_id"], g["generation_id"])][0] for g in asked]
+
+
+_PAIRS = pa.schema(
+    [pa.field(PAIR, pa.int64()), _GROUP, pa.field("generation_id", pa.int64())]
+    + [pa.field(c, pa.string()) for c in ("run_id", "snapshot_id", "chosen")]
+)
+
+
+def _pairs(found: Rows, metrics: dict[tuple[Any, ...], Rows]) -> pa.Table:
+    """One row per wanted generation, numbered (`pair`): its group, generation, run, snapshot and chosen strategy."""
+    columns = {c: [g.get(c) for g in found] for c in (*GROUP_KEYS, "run_id", "snapshot_id")}
+    chosen = [_chosen(g, metrics.get((g["group_id"], g["generation_id"]), [])) for g in found]
+    return pa.table({PAIR: np.arange(len(found)), **columns, "chosen": chosen}, schema=_PAIRS)
+
+
+def _chosen(generation: dict[str, Any], metrics: Rows) -> str | None:
+    """The generation's chosen strategy: as published, else the candidate marked chosen."""
+    return generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
+
+
+def _lookup(found: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[tuple[str, str, list[Any]]]:
+    """Filter terms naming every value `found` rows hold in `columns` (nulls left out: they match nothing)."""
+    values: dict[str, set[Any]] = {c: set() for c in columns}
+    for r in found:
+        for c in columns:
+            values[c].add(r.get(c))
+    return [(c, "in", sorted(values[c] - {None})) for c in columns]
+
+
+def _by_key(found: Rows, keys: Sequence[str]) -> dict[tuple[Any, ...], Rows]:
+    """Rows grouped by their values of `keys`, in table order."""
+    out: dict[tuple[Any, ...], Rows] = defaultdict(list)
+    for r in found:
+        out[tuple(r.get(k) for k in keys)].append(r)
+    return out
+
+
+def _paired(data: pa.Table, pairs: pa.Table, keys: Sequence[str], *, ordered: bool = True) -> pa.Table:
+    """`data`'s rows with the pair they belong to by `keys` (a row two pairs share, twice; one of no pair, never);
+    when `ordered`, by pair and then in `data`'s order (Acero's joins keep no order)."""
+    right = pairs.select([PAIR, *keys])
+    if not ordered:
+        return data.join(right, list(keys), join_type="inner")
+    numbered = data.append_column(ROW, pa.array(np.arange(data.num_rows)))
+    joined = numbered.join(right, list(keys), join_type="inner")
+    return joined.sort_by([(PAIR, "ascending"), (ROW, "ascending")]).drop_columns(ROW)
+
+
+def _joined(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """`left` with the columns of `right`'s row of the same `keys` (nulls where none), in `left`'s order."""
+    numbered = left.append_column(ROW, pa.array(np.arange(left.num_rows)))
+    return numbered.join(right, list(keys)).sort_by(ROW).drop_columns(ROW)
+
+
+def _first(data: pa.Table, keys: list[str]) -> pa.Table:
+    """The first row of each distinct `keys` (a partition two members claim keeps its first owner), in order."""
+    numbered = data.append_column(ROW, pa.array(np.arange(data.num_rows)))
+    first = numbered.group_by(keys).aggregate([(ROW, "min")]).column(f"{ROW}_min")
+    return data.take(np.sort(first.to_numpy()))
+
+
+def _split(data: pa.Table, n: int) -> list[pa.Table]:
+    """`data` (sorted by pair) as one zero-copy slice per pair 0..n-1, without the pair column."""
+    bounds = np.searchsorted(data.column(PAIR).to_numpy(), np.arange(n + 1)).tolist()
+    body = data.drop_columns(PAIR)
+    return [body.slice(start, end - start) for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _per_pair(data: pa.Table, column: str) -> dict[int, list[Any]]:
+    """The distinct values of `column` per pair, sorted (nulls left out)."""
+    found = data.select([PAIR, column]).group_by([PAIR, column]).aggregate([])
+    out: dict[int, list[Any]] = defaultdict(list)
+    for pair, value in zip(found.column(PAIR).to_pylist(), found.column(column).to_pylist(), strict=True):
+        if value is not None:
+            out[pair].append(value)
+    return {pair: sorted(values) for pair, values in out.items()}
+
+
+def _members(roster: dict[int, set[str]], plans: pa.Table) -> dict[int, list[str]]:
+    """Per pair, the snapshot's members and every member a candidate assigns to, sorted."""
+    planned = _per_pair(plans, "member")
+    return {p: sorted(roster.get(p, set()) | set(planned.get(p, []))) for p in roster.keys() | planned.keys()}
+
+
+def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
+    """Each pair's snapshot members and today's owner of each partition (pair, topic, partition, member: the
+    coordinator's), in the snapshot's order."""
+    lookup = _lookup(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    snapshot = typed(table(read, "snapshots", lookup, SNAPSHOT_COLUMNS), SNAPSHOT_SCHEMA).combine_chunks()
     # A group without members has one row with member_id ''.
     snapshot = snapshot.filter(pc.fill_null(pc.not_equal(snapshot.column("member_id"), ""), False))
+    members = _paired(snapshot.drop_columns("assignment"), pairs, SNAPSHOT_KEYS, ordered=False)
+    roster: dict[int, set[str]] = defaultdict(set)
+    for pair, member in zip(members.column(PAIR).to_pylist(), members.column("member_id").to_pylist(), strict=True):
+        roster[pair].add(member)
     assignment = snapshot.column("assignment").combine_chunks()
     held = pc.list_flatten(assignment)
-    owner = snapshot.column("member_id").combine_chunks().take(pc.list_parent_indices(assignment))
-    owners = pa.Table.from_arrays([held.field("topic"), held.field("partition"), owner], names=[*KEY, "member"])
-    return sorted(distinct(snapshot, "member_id")), owners
+    owned = snapshot.select([*SNAPSHOT_KEYS, "member_id"]).take(pc.list_parent_indices(assignment))
+    flat = owned.append_column("topic", held.field("topic")).append_column("partition", held.field("partition"))
+    owners = _paired(flat.rename_columns([*SNAPSHOT_KEYS, "member", *KEY]), pairs, SNAPSHOT_KEYS)
+    return roster, owners.select([*PAIR_KEY, "member"])
 
 
-def _lags(offsets: pa.Table) -> pa.Table:
-    """Lag per partition (topic, partition, lag): end offset - committed when both are known, else the lag column."""
+def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
+    """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
+    named = pa.concat_tables([t.select([PAIR, "topic"]) for t in (plans, owners)])
+    named = named.group_by([PAIR, "topic"]).aggregate([])
+    named = named.filter(pc.is_valid(named.column("topic")))
+    return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
+
+
+def _measured(skew: pa.Table) -> pa.Table:
+    """Measured load per partition at today's count, per run and topic (run_id, topic, partition, measured); one
+    partitioner per topic, the first by name."""
+    first = skew.group_by(list(SKEW_KEYS)).aggregate([("partitioner", "min")])
+    current = _joined(skew.filter(pc.fill_null(skew.column("current"), False)), first, SKEW_KEYS)
+    mine = current.filter(pc.equal(current.column("partitioner"), current.column("partitioner_min")))
+    load = pc.coalesce(mine.column("load"), mine.column("messages"))
+    return mine.select([*SKEW_KEYS, "partition"]).append_column("measured", load)
+
+
+def _lags(read: Read, pairs: pa.Table) -> pa.Table:
+    """Lag per partition of every pair (pair, topic, partition, lag): end offset - committed when both are known,
+    else the lag column."""
+    lookup = _lookup(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    offsets = typed(table(read, "partition_offsets", lookup), OFFSET_SCHEMA)
     behind = pc.subtract(offsets.column("end_offset"), offsets.column("committed"))
     lag = pc.coalesce(pc.max_element_wise(behind, 0.0, skip_nulls=False), offsets.column("lag"))
-    out = offsets.select(KEY).append_column("lag", lag)
-    return out.filter(pc.is_valid(out.column("lag")))
+    out = offsets.select([*SNAPSHOT_KEYS, *KEY]).append_column("lag", lag)
+    out = _paired(out.filter(pc.is_valid(out.column("lag"))), pairs, SNAPSHOT_KEYS, ordered=False)
+    return out.select([*PAIR_KEY, "lag"])
+
+
+def _weighted(parameters: list[dict[str, Any]]) -> pa.Table:
+    """(pair, topic, listed) for every topic whose plan weights a pair's run asked for (`weighted_topics`)."""
+    listed = [(p, t) for p, given in enumerate(parameters) for t in sorted(set(given.get("weighted_topics") or []))]
+    return pa.table(
+        {
+            PAIR: pa.array([p for p, _ in listed], pa.int64()),
+            "topic": pa.array([t for _, t in listed], pa.string()),
+            "listed": pa.array([True] * len(listed), pa.bool_()),
+        }
+    )
 
 
 def _what_if(skew: pa.Table) -> dict[str, pa.Table]:
@@ -391,6 +617,11 @@ def by_topic(data: pa.Table) -> dict[str, pa.Table]:
     ends = np.r_[starts[1:], len(index)]
     names = codes.dictionary.to_pylist()
     return {names[index[s]]: data.slice(s, e - s) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
+
+
+def _of(grouped: dict[tuple[Any, ...], Rows], run: str | None, topics: list[str]) -> Rows:
+    """The rows of a run's topics, topic by topic in table order."""
+    return [r for topic in topics for r in grouped.get((run, topic), [])]
 
 
 def _hot_keys(hot: Rows, current: dict[str, int]) -> Rows:
@@ -415,15 +646,10 @@ def _without_keys(table: Rows) -> Rows:
     return [{k: v for k, v in r.items() if k not in ("generation_id", "group_id")} for r in table]
 
 
-def _notes(partitions: pa.Table, today: pa.Table) -> list[str]:
-    """Facts the charts cannot show: partitions nobody owns today and the lag sitting on them."""
-    if partitions.num_rows and not today.num_rows:
-        return ["No member owns a partition today: every partition is assigned for the first time."]
-    unowned = partitions.filter(pc.is_null(partitions.column("owner")))
-    if not unowned.num_rows:
-        return []
-    lag = pc.sum(unowned.column("lag")).as_py() or 0.0
-    return [f"{unowned.num_rows} partition(s) have no owner today (lag {lag:,.0f}); the plan assigns them."]
+def _parameters(generation: dict[str, Any]) -> dict[str, Any]:
+    """The generation's parameters (JSON text) as a dict."""
+    parameters = _json(generation.get("parameters"))
+    return parameters if isinstance(parameters, dict) else {"parameters": parameters}
 
 
 def _json(value: Any) -> Any:

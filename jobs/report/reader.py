@@ -2,12 +2,13 @@
 
 Reports for a thousand groups make thousands of small lookups (one group, one generation, one run); reading the
 Delta table for each would read it a thousand times. The first filter term of a lookup picks an index on that
-column (built once per table and column); the remaining terms filter the few rows it returns.
+column (built once per table and column); the remaining terms filter the few rows it returns. Tables too large to
+hold whole (a row per partition) can be left to `read`, which then answers each lookup itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,15 @@ Filters = Sequence[tuple[str, str, Any]] | None
 Read = Callable[[str, Filters], pa.Table]
 
 
-def indexed(read: Read) -> Read:
-    """Wrap `read` (the shape of `Lake.read_arrow`): same answers, each table read once."""
+def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
+    """Wrap `read` (the shape of `Lake.read_arrow`): same answers, each table read once (those in `read_through`
+    read by every lookup, its filters passed on)."""
     tables: dict[str, pa.Table] = {}
     indexes: dict[tuple[str, str], dict[Any, np.ndarray]] = {}
 
     def lookup(name: str, filters: Filters = None) -> pa.Table:
+        if name in read_through:
+            return read(name, filters)
         if name not in tables:
             # One chunk per column: taking rows from many chunks costs ~20x more than from one.
             tables[name] = read(name, None).combine_chunks()

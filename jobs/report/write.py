@@ -11,20 +11,24 @@ import hashlib
 import os
 import shutil
 import string
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import quote
 
 import plotly
 
 from jobs.report import html
-from jobs.report.collect import collect, groups, history
+from jobs.report.collect import BATCHED, Rows, collect_many, groups, histories, rows
 from jobs.report.reader import Read, indexed
 from planner.errors import InputError
 
 KEPT = frozenset(string.ascii_letters + string.digits + "-_")
 NAME_MAX = 200  # bytes; file systems allow 255 per name
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+BATCH_PLAN_ROWS = 500_000
+"""Plan rows (partitions x candidates, as plan_metrics counts them) of the pages gathered at once: their
+per-partition rows are read and held together (about 100 bytes a plan row), the batch's lookups one scan each."""
 
 
 def folder_name(group_id: str) -> str:
@@ -47,37 +51,69 @@ def write_reports(
     """Write every generation's page (or only `group` / `generation`, or the `only` {group: generation} pages of
     one run), the group indexes and the top index.
 
-    `read` has the shape of `Lake.read_arrow`; each table is read once. Returns the HTML files written.
+    `read` has the shape of `Lake.read_arrow`: small tables are read once; those with a row per partition once per
+    batch of pages, with the batch's groups as filters. Returns the HTML files written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    read = indexed(read)
+    read = indexed(read, read_through=BATCHED)
     every = groups(read)
     names = [g["group_id"] for g in every]
     if group is not None and group not in names:
         raise InputError(f"group: the lake has no generation of group {group!r}")
-    _plotly(out)
-    written = []
     chosen = [group] if group is not None else [g for g in names if only is None or g in only]
-    for group_id in chosen:
-        if only is not None:
-            generation = only[group_id]
-        folder = out / folder_name(group_id)
-        folder.mkdir(exist_ok=True)
-        past = history(read, group_id)
-        ids = [g["generation_id"] for g in past]
-        if generation is not None:
-            if generation not in ids:
-                if group is not None:
-                    raise InputError(f"generation: group {group_id!r} has no generation {generation}")
-                continue
-            ids = [generation]
-        for n in ids:
-            written.append(_write(folder / f"generation-{n}.html", html.render_generation(collect(read, group_id, n))))
-        written.append(_write(folder / "index.html", html.render_index(group_id, past)))
+    past = histories(read, chosen)
+    pages = _pages(past, group, generation, only)
+    _plotly(out)
+    for group_id in pages:
+        (out / folder_name(group_id)).mkdir(exist_ok=True)
+    done = {}
+    for batch in _batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
+        for report in collect_many(read, batch):
+            page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
+            done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
+    written = []
+    for group_id, ids in pages.items():
+        written += [done[(group_id, n)] for n in ids]
+        written.append(_write(out / folder_name(group_id) / "index.html", html.render_index(group_id, past[group_id])))
     links = {g: quote(folder_name(g)) + "/index.html" for g in names}
     written.append(_write(out / "index.html", html.render_groups(every, links)))
     return written
+
+
+def _pages(
+    past: Mapping[str, Rows], group: str | None, generation: int | None, only: Mapping[str, int] | None
+) -> dict[str, list[int]]:
+    """The generations whose pages to write, per group (newest first): all, `generation` or the group's `only` one;
+    a group without it is left out (InputError when it is the one `group` asked for)."""
+    pages = {}
+    for group_id, generations in past.items():
+        ids = [g["generation_id"] for g in generations]
+        wanted = only[group_id] if only is not None else generation
+        if wanted is not None and wanted not in ids:
+            if group is not None:
+                raise InputError(f"generation: group {group_id!r} has no generation {wanted}")
+            continue
+        pages[group_id] = ids if wanted is None else [wanted]
+    return pages
+
+
+def _batches(read: Read, pairs: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+    """`pairs` (group, generation) in order, in batches of about BATCH_PLAN_ROWS plan rows (a larger one alone)."""
+    lookup = [("group_id", "in", sorted({g for g, _ in pairs}))]
+    size: dict[tuple[str, int], int] = defaultdict(int)
+    for m in rows(read, "plan_metrics", lookup, ("group_id", "generation_id", "partitions")):
+        size[(m["group_id"], m["generation_id"])] += m.get("partitions") or 0
+    batch: list[tuple[str, int]] = []
+    held = 0
+    for pair in pairs:
+        if batch and held + size[pair] > BATCH_PLAN_ROWS:
+            yield batch
+            batch, held = [], 0
+        batch.append(pair)
+        held += size[pair]
+    if batch:
+        yield batch
 
 
 def _plotly(out: Path) -> None:

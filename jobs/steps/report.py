@@ -10,6 +10,7 @@ from pathlib import Path
 
 from jobs.context import RunContext
 from jobs.report import write_reports
+from jobs.report.collect import projected
 from jobs.report.write import folder_name
 
 
@@ -26,6 +27,6 @@ def run(ctx: RunContext) -> dict[str, str]:
     }
     if not made:
         return {}
-    written = write_reports(ctx.lake.read_arrow, reports_dir(ctx), only=made)
+    written = write_reports(projected(ctx.lake.read_arrow), reports_dir(ctx), only=made)
     pages = {p.parent.name + "/" + p.name: p for p in written}
     return {g: str(pages[f"{folder_name(g)}/generation-{n}.html"]) for g, n in sorted(made.items())}
