@@ -14,12 +14,14 @@ import socket
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from planner.errors import InputError, SourceError
 
@@ -189,6 +191,14 @@ def _check_reachable(remote: str, timeout: float = 10.0) -> None:
         socket.create_connection(address, timeout=timeout).close()
     except OSError as e:
         raise SourceError(f"Spark Connect server {remote} is not reachable: {e.strerror or e}") from None
+
+
+def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: pa.Schema) -> DataFrame:
+    """Driver-side rows as a DataFrame, handed over as Arrow: from a Python list, even an empty one, Spark starts
+    Python workers (a second daemon beside the kernels' ones, ~180 MB) just to unpickle the rows."""
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema]
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, columns, strict=True)}, schema=schema)
+    return spark.createDataFrame(table, schema=from_arrow_schema(schema))
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import Any, cast
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -24,10 +25,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext
 from jobs.io.delta_files import files_with_generations
 from jobs.io.lake import Lake, rows_table
+from jobs.io.spark import local_frame
 from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.tables import PLANS
 
+CHOSEN = pa.schema([("generation_id", pa.int64()), ("group_id", pa.string()), ("strategy", pa.string())])
 DETAIL_ROWS = 20  # failing rows kept per generation and expectation in gate_results.details
 
 
@@ -117,9 +120,8 @@ def run(ctx: RunContext) -> dict[str, bool]:
         return {}
     snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
     partitions = lake.read(spark, "topic_partitions").where(F.col("snapshot_id") == run_id)
-    chosen = spark.createDataFrame(
-        [(g["generation_id"], g["group_id"], g["chosen_strategy"]) for g in generations],
-        "generation_id bigint, group_id string, strategy string",
+    chosen = local_frame(
+        spark, [(g["generation_id"], g["group_id"], g["chosen_strategy"]) for g in generations], CHOSEN
     )
     frame = plan_check(chosen_plans(spark, lake, generations), snapshot, partitions, chosen).persist()
     try:
@@ -153,7 +155,7 @@ def run(ctx: RunContext) -> dict[str, bool]:
 
 def run_plans(spark: SparkSession, lake: Lake, generations: Mapping[str, int]) -> DataFrame:
     """The plan rows of these generations {group: id}, every candidate's."""
-    wanted = spark.createDataFrame(list(generations.items()), "group_id string, generation_id bigint")
+    wanted = local_frame(spark, list(generations.items()), CHOSEN.remove(CHOSEN.get_field_index("strategy")))
     plans = plan_files(spark, lake, generations.values())
     return plans.join(F.broadcast(wanted), ["group_id", "generation_id"]).select(*PLANS.schema.names)
 
@@ -162,7 +164,7 @@ def chosen_plans(spark: SparkSession, lake: Lake, generations: Sequence[Mapping[
     """The plan rows of each generation's chosen candidate; the strategy filter reaches the Parquet reader, which
     skips other candidates' row groups."""
     chosen = [(g["group_id"], g["generation_id"], g["chosen_strategy"]) for g in generations if g["chosen_strategy"]]
-    wanted = spark.createDataFrame(chosen, "group_id string, generation_id bigint, strategy string")
+    wanted = local_frame(spark, [(i, g, s) for g, i, s in chosen], CHOSEN)
     return (
         plan_files(spark, lake, [g["generation_id"] for g in generations])
         .where(F.col("strategy").isin(sorted({s for _, _, s in chosen})))
@@ -175,7 +177,7 @@ def plan_files(spark: SparkSession, lake: Lake, generation_ids: Iterable[int]) -
     """The `plans` rows of the files whose statistics may hold these generation ids (and other rows they hold)."""
     files = files_with_generations(lake.path(PLANS.name), generation_ids)
     schema = from_arrow_schema(PLANS.schema)
-    return spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files) if files else local_frame(spark, [], PLANS.schema)
 
 
 def unexpected_by_generation(

@@ -29,6 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
+from jobs.io.spark import local_frame
 from jobs.kernels.loads import check_mode
 from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
 from jobs.steps.plan_loads import measurements, previous_snapshots
@@ -52,6 +53,7 @@ MEMBER_COLUMNS = (
 # Member rows carry whole ownership lists (500,000 pairs for one member is possible): Spark sizes each Arrow batch
 # it feeds a Python worker by re-measuring it after every row, quadratic in a batch of long lists, unless the byte
 # limit is Int.MaxValue (BatchedPythonArrowInput.writeSizedBatch); batches stay bounded by maxRecordsPerBatch.
+GENERATION_IDS = pa.schema([("group_id", pa.string()), ("generation_id", pa.int64())])
 WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
 
 KERNEL_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
@@ -164,7 +166,7 @@ def kernel_input(
     """The kernel's rows: each group's members (with its generation id and previous snapshot) and its load
     measurements, hash-partitioned by group so that a task sees each of its groups whole."""
     # A broadcast join, not a literal map: Spark looks a map key up by scanning its entries, per row.
-    generation_of = F.broadcast(spark.createDataFrame(list(ids.items()), "group_id string, generation_id bigint"))
+    generation_of = F.broadcast(local_frame(spark, list(ids.items()), GENERATION_IDS))
     previous = F.broadcast(previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"))
     members = snapshot.select(*MEMBER_COLUMNS).join(previous, "group_id", "left")
     rows = members.unionByName(measurements(spark, lake, run_id, snapshot), allowMissingColumns=True)
