@@ -14,11 +14,12 @@ import gc
 import glob
 import hashlib
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import chain, repeat
+from itertools import chain, count, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from jobs.config import Config
 from jobs.context import RunContext
@@ -92,7 +94,7 @@ def ingest_documents(
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     result = IngestResult(snapshot_id)
-    snapshots: list[pa.Table] = []
+    snapshots = SnapshotColumns(snapshot_id, received_at, source)
     offsets = OffsetColumns()
     quarantine: list[dict[str, Any]] = []
     counts: dict[str, tuple[int, str]] = {}
@@ -120,18 +122,41 @@ def ingest_documents(
                 continue
             doc = raw.doc
             result.groups.append(doc["group_id"])
-            snapshots.append(snapshot_rows(doc, snapshot_id, received_at, source))
+            snapshots.add(doc)
             offsets.add(doc)
             for topic, n in doc["topics"].items():
                 counts[topic] = (n, doc["group_id"])
     offset_rows = offsets.table(snapshot_id)
     partition_rows = topic_partitions({t: n for t, (n, _) in counts.items()}, offset_rows, snapshot_id)
-    lake.merge("topic_partitions", partition_rows)
-    lake.merge("partition_offsets", offset_rows)
+    write_snapshot_rows(lake, "topic_partitions", partition_rows, snapshot_id)
+    write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
     lake.merge("quarantine", rows_table("quarantine", quarantine))
     # last: the snapshot is complete once it is here
-    lake.merge("snapshots", pa.concat_tables([SNAPSHOTS.schema.empty_table(), *snapshots]))
+    write_snapshot_rows(lake, "snapshots", snapshots.table(), snapshot_id)
     return result
+
+
+def write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str) -> None:
+    """Write a snapshot's rows to table `name` in one commit: appended while the table holds none of the snapshot's
+    rows (a run id's first ingest: a MERGE's join would take a hundred MB for a thousand groups' offsets), merged
+    on the keys when a re-run of the run id finds some, so re-running never duplicates a row.
+
+    Only the run holding the run id's lock writes its snapshot's rows, so no other process adds any in between.
+    """
+    if _may_hold(lake, name, snapshot_id):
+        lake.merge(name, rows)
+    else:
+        lake.append(name, rows)
+
+
+def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
+    """Whether a data file of the table may hold rows of `snapshot_id`, by the Delta log's per-file statistics
+    (bounds, perhaps truncated; a file without them may hold any)."""
+    files = pa.table(DeltaTable(lake.path(name)).get_add_actions(flatten=True))
+    if not {"min.snapshot_id", "max.snapshot_id"} <= set(files.column_names):
+        return files.num_rows > 0
+    lows, highs = files.column("min.snapshot_id").to_pylist(), files.column("max.snapshot_id").to_pylist()
+    return any(low is None or high is None or low <= snapshot_id <= high for low, high in zip(lows, highs, strict=True))
 
 
 @contextmanager
@@ -226,58 +251,101 @@ def _parse_time(text: str | None, default: datetime) -> datetime:
 
 
 _NO_MEMBER = {"member_id": "", "topics": []}  # the one row of a group without members
+_MEMBER_FIELDS = (
+    "member_id",
+    "client_id",
+    "host",
+    "group_instance_id",
+    "rack",
+    "member_epoch",
+    "subscription_user_data",
+)
 
 
-def snapshot_rows(doc: Mapping[str, Any], snapshot_id: str, received_at: datetime, source: str) -> pa.Table:
-    """A group document's `snapshots` rows: one per member, or one with member_id '' for a group without any."""
-    members = doc["members"] or [_NO_MEMBER]
-    group = {
-        "snapshot_id": snapshot_id,
-        "group_id": doc["group_id"],
-        "captured_at": _parse_time(doc.get("captured_at"), received_at),
-        "source": doc.get("source", source),
-        "state": doc.get("state", "Stable"),
-        "protocol_type": doc.get("protocol_type", "consumer"),
-        "protocol": doc.get("protocol"),
-        "kafka_generation": doc.get("generation"),
-        "group_type": doc.get("group_type", "classic"),  # classic unless the document says consumer (KIP-848)
-        "state_reason": doc.get("state_reason"),
-        "server_assignor": doc.get("server_assignor"),
-        "group_epoch": doc.get("group_epoch"),
-        "assignment_epoch": doc.get("assignment_epoch"),
-    }
-    columns: dict[str, Any] = {name: [value] * len(members) for name, value in group.items()}
-    for name in ("member_id", "client_id", "host", "group_instance_id", "rack", "member_epoch"):
-        columns[name] = [m.get(name) for m in members]
-    columns["subscription_user_data"] = [m.get("subscription_user_data") for m in members]
-    columns["strategies"] = [m.get("strategies") or [] for m in members]
-    columns["topics"] = [sorted(set(m["topics"])) for m in members]
-    columns["owned"] = partition_lists([m.get("owned") or [] for m in members])
-    columns["assignment"] = partition_lists([m.get("assignment") or [] for m in members])
-    columns["target_assignment"] = partition_lists([m.get("target_assignment") for m in members])
-    return pa.table(columns, schema=SNAPSHOTS.schema)
+class SnapshotColumns:
+    """A snapshot's `snapshots` rows, gathered group by group: one per member, or one with member_id '' for a group
+    without members. Member fields are kept as lists (a few per member); the [topic, partition] lists, a million
+    pairs in a large group, as arrays of topic ids and partitions, each list sorted as Python sorts the pairs."""
+
+    def __init__(self, snapshot_id: str, received_at: datetime, source: str) -> None:
+        self.snapshot_id, self.received_at, self.source = snapshot_id, received_at, source
+        self.topic_ids: dict[str, int] = defaultdict(count().__next__)  # a new topic takes the next id
+        self.lists = {name: PartitionLists(self.topic_ids) for name in ("owned", "assignment", "target_assignment")}
+        self.columns: dict[str, list[Any]] = {name: [] for name in SNAPSHOTS.schema.names if name not in self.lists}
+
+    def add(self, doc: Mapping[str, Any]) -> None:
+        """Append a valid group document's rows."""
+        members = doc["members"] or [_NO_MEMBER]
+        for name, value in self._group(doc).items():
+            self.columns[name] += [value] * len(members)
+        for name in _MEMBER_FIELDS:
+            self.columns[name] += [m.get(name) for m in members]
+        self.columns["strategies"] += [m.get("strategies") or [] for m in members]
+        self.columns["topics"] += [sorted(set(m["topics"])) for m in members]
+        self.lists["owned"].add([m.get("owned") or [] for m in members])
+        self.lists["assignment"].add([m.get("assignment") or [] for m in members])
+        self.lists["target_assignment"].add([m.get("target_assignment") for m in members])  # absent: null
+
+    def _group(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "snapshot_id": self.snapshot_id,
+            "group_id": doc["group_id"],
+            "captured_at": _parse_time(doc.get("captured_at"), self.received_at),
+            "source": doc.get("source", self.source),
+            "state": doc.get("state", "Stable"),
+            "protocol_type": doc.get("protocol_type", "consumer"),
+            "protocol": doc.get("protocol"),
+            "kafka_generation": doc.get("generation"),
+            "group_type": doc.get("group_type", "classic"),  # classic unless the document says consumer (KIP-848)
+            "state_reason": doc.get("state_reason"),
+            "server_assignor": doc.get("server_assignor"),
+            "group_epoch": doc.get("group_epoch"),
+            "assignment_epoch": doc.get("assignment_epoch"),
+        }
+
+    def table(self) -> pa.Table:
+        """The rows gathered so far."""
+        names = pa.array(list(self.topic_ids), pa.string())  # by id: ids are given in insertion order
+        lists = {name: partition_lists.array(names) for name, partition_lists in self.lists.items()}
+        return pa.table({**self.columns, **lists}, schema=SNAPSHOTS.schema)
 
 
-def partition_lists(lists: list[list[list[Any]] | None]) -> pa.Array:
-    """Lists of [topic, partition] pairs as list<struct<topic, partition>>, each sorted (None: a null list).
+class PartitionLists:
+    """Lists of [topic, partition] pairs, one per row (None: a null list), gathered group by group as flat arrays
+    of topic ids (`topic_ids`, shared) and partitions, each list sorted by (topic name, partition)."""
 
-    Built for all lists at once (a group may list a million pairs): the pairs are flattened, their topics ranked
-    in sorted order, and one lexsort orders each list by (topic, partition), as Python sorts the tuples.
-    """
-    lengths = np.fromiter((len(pairs) if pairs else 0 for pairs in lists), np.int64, len(lists))
-    flat = list(chain.from_iterable(pairs for pairs in lists if pairs))
-    topics, partitions = zip(*flat, strict=True) if flat else ((), ())
-    names = sorted(set(topics))
-    rank = np.fromiter(map({name: i for i, name in enumerate(names)}.__getitem__, topics), np.int64, len(flat))
-    partition = np.fromiter(partitions, np.int64, len(flat))
-    order = np.lexsort((partition, rank, np.repeat(np.arange(len(lists)), lengths)))
-    values = pa.StructArray.from_arrays(
-        [pa.array(names, pa.string()).take(rank[order]), pa.array(partition[order], pa.int32())],
-        fields=list(TOPIC_PARTITION),
-    )
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]), pa.int32())
-    mask = pa.array([pairs is None for pairs in lists]) if None in lists else None
-    return pa.ListArray.from_arrays(offsets, values, mask=mask)
+    def __init__(self, topic_ids: dict[str, int]) -> None:
+        self.topic_ids = topic_ids
+        self.lengths: list[np.ndarray] = [np.zeros(0, np.int64)]
+        self.topics: list[np.ndarray] = [np.zeros(0, np.int32)]
+        self.partitions: list[np.ndarray] = [np.zeros(0, np.int32)]
+        self.nulls: list[bool] = []
+
+    def add(self, lists: list[list[list[Any]] | None]) -> None:
+        """Append one group's lists: flattened, ranked by topic name, sorted by one lexsort."""
+        lengths = np.fromiter(map(len, (pairs or () for pairs in lists)), np.int64, len(lists))
+        flat = list(chain.from_iterable(pairs for pairs in lists if pairs))
+        topics, partitions = zip(*flat, strict=True) if flat else ((), ())
+        names = sorted(set(topics))
+        rank = np.fromiter(map({name: i for i, name in enumerate(names)}.__getitem__, topics), np.int32, len(flat))
+        partition = np.fromiter(partitions, np.int32, len(flat))
+        order = np.lexsort((partition, rank, np.repeat(np.arange(len(lists)), lengths)))
+        ids = np.fromiter(map(self.topic_ids.__getitem__, names), np.int32, len(names))
+        self.lengths.append(lengths)
+        self.topics.append(ids[rank[order]])
+        self.partitions.append(partition[order])
+        self.nulls += [pairs is None for pairs in lists]
+
+    def array(self, names: pa.Array) -> pa.Array:
+        """The lists as list<struct<topic, partition>>; `names` holds each topic id's name."""
+        values = pa.StructArray.from_arrays(
+            [names.take(np.concatenate(self.topics)), pa.array(np.concatenate(self.partitions))],
+            fields=list(TOPIC_PARTITION),
+        )
+        offsets = pa.array(np.concatenate([[0], np.cumsum(np.concatenate(self.lengths))]), pa.int32())
+        return pa.ListArray.from_arrays(
+            offsets, values, mask=pa.array(self.nulls, pa.bool_()) if any(self.nulls) else None
+        )
 
 
 @dataclass
@@ -300,7 +368,7 @@ class OffsetColumns:
 
     def table(self, snapshot_id: str) -> pa.Table:
         """The rows, lag = end - committed where both are known and committed is not negative (none committed)."""
-        data = pa.Table.from_batches(self.batches, schema=_OFFSET_COLUMNS).combine_chunks()
+        data = pa.Table.from_batches(self.batches, schema=_OFFSET_COLUMNS)
         committed, end = data.column("committed"), data.column("end_offset")
         lag = pc.if_else(pc.greater_equal(committed, 0), pc.subtract(end, committed), pa.scalar(None, pa.int64()))
         snapshot = pa.repeat(pa.scalar(snapshot_id, pa.string()), data.num_rows)

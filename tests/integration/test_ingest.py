@@ -144,6 +144,16 @@ def test_rerunning_the_same_run_writes_no_duplicates(lake):
     assert lake.read_arrow("snapshots").num_rows == 2 * counts["snapshots"]
 
 
+def test_rerunning_a_long_run_id_writes_no_duplicates(lake):
+    """The first ingest of a run id appends; a re-run finds its rows by the Delta log's bounds, which are truncated
+    for long ids, and merges on them."""
+    run_id = "manual__2026-11-21T02:00:00.000+00:00_" + "x" * 100
+    run(lake, DEMO, run_id=run_id)
+    counts = {name: lake.read_arrow(name).num_rows for name in ("snapshots", "topic_partitions", "partition_offsets")}
+    run(lake, DEMO, run_id=run_id)
+    assert {name: lake.read_arrow(name).num_rows for name in counts} == counts
+
+
 def test_an_empty_group_is_recorded_with_its_state(lake, tmp_path):
     (tmp_path / "empty.json").write_text(
         json.dumps({"group_id": "idle", "state": "Empty", "topics": {}, "members": []})

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from jobs.kernels.loads import choose
 from jobs.kernels.plan import Group, candidate, group_rows, group_spec
-from jobs.steps.ingest import snapshot_rows
+from jobs.steps.ingest import SnapshotColumns
 from planner.group import from_snapshot, frozen, java_key, parse_group
 from planner.plan_diff import member_diffs
 
@@ -52,7 +52,9 @@ def documents(draw: st.DrawFn) -> dict:
 
 def member_table(doc: dict) -> pa.Table:
     """The document's rows as the plan step reads them from `snapshots` (written by ingest's own mapping)."""
-    return snapshot_rows(doc, "s1", T0, "file")
+    rows = SnapshotColumns("s1", T0, "file")
+    rows.add(doc)
+    return rows.table()
 
 
 @settings(deadline=None)
