@@ -10,6 +10,7 @@ to Delta.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import uuid
@@ -82,12 +83,22 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
                 candidates += [metrics] if metrics else []
             yield outcome_batch(choose_candidate(candidates), group.loads.label)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
+        release_memory()
         yield pa.RecordBatch.from_pydict(
             {"table": [n for n, _ in files], "path": [p for _, p in files]} | _nulls(OUTCOME, len(files)),
             schema=OUTCOME,
         )
 
     return kernel
+
+
+def release_memory() -> None:
+    """Hand the memory the task freed back to the OS: Spark keeps the worker for the next task, and Arrow's pool
+    and glibc (its trim threshold is raised for speed, `jobs.io.spark.MALLOC_ENV`) would hold a group's peak."""
+    pa.default_memory_pool().release_unused()
+    libc = ctypes.CDLL(None)
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
