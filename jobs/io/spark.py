@@ -31,8 +31,10 @@ APP_NAME = "rebalance-planner"
 CONNECT_PORT = 15002  # Spark Connect's default port
 
 # Serial GC and C1-only JIT halve JVM start-up on 2 cores; the jobs are short, so peak JIT speed matters less.
+# The heap grows only while less than 10% of it is free after a collection and shrinks above 20% (Java's defaults:
+# 40% / 70%): the driver's 1 GB heap then stays near what a run uses (the 1M-partition run: 1.27 -> 1.0 GB RSS).
 JVM_OPTIONS = (
-    "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 "
+    "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=20 "
     f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
 )
 
