@@ -155,3 +155,11 @@ def test_applying_the_moves_to_today_gives_the_server_assignors_target(owners, p
     strategy = {"range": "server-range"}.get(protocol, "uniform")
     target = assign(strategy, from_snapshot(upgraded)).assignment
     assert now == {tp: m for m, tps in target.items() for tp in tps}
+
+
+def test_pairs_outside_the_groups_partitions_have_nobody_in_the_target():
+    doc = group("range")
+    doc["members"][0]["assignment"] += [["gone", 0], ["orders", 7]]
+    moves = readiness(doc).moves
+    assert ("gone", 0, "m0", "") in moves and ("orders", 7, "m0", "") in moves
+    assert list(moves) == sorted(moves, key=lambda move: (move[0], move[1]))
