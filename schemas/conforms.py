@@ -15,13 +15,16 @@ import math
 import numbers
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 Check = Callable[[Any], bool]
-Every = Callable[[list[Any]], bool]  # a check of each item of a list: all(map(check, items)), in one call
+Every = Callable[[Sequence[Any]], bool]  # a check of each item of a list: all(map(check, items)), in one call
 
+_not_none = partial(operator.is_not, None)
 _ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description", "$comment"}
 _TYPES: dict[str, Check] = {
     "object": lambda v: isinstance(v, dict),
@@ -149,22 +152,33 @@ def _object(required: list[str], props: list[tuple[str, Check, Every]]) -> tuple
                 return False
         return True
 
-    def every(values: list[Any]) -> bool:
+    checked = {key for key, _, _ in props}
+
+    def every(values: Sequence[Any]) -> bool:
         if set(map(type, values)) != {dict}:
             return all(map(check, values))
         for key in required:
-            if not all(map(operator.contains, values, repeat(key))):
+            if key not in checked and not all(map(operator.contains, values, repeat(key))):
                 return False
         for key, c, every_value in props:
-            if key in required or c(None):  # an absent key passes as None does: take None for it
-                column = list(map(dict.get, values, repeat(key)))
-            else:
-                column = [v[key] for v in values if key in v]
-            if not every_value(column):
+            column = _column(values, key, key in required, c)
+            if column is None or not every_value(column):
                 return False
         return True
 
     return check, every
+
+
+def _column(values: Sequence[dict[str, Any]], key: str, required: bool, check: Check) -> list[Any] | None:
+    """The values of property `key` that `check` must pass, one pass over the objects; None: a required one lacks it."""
+    if required:
+        try:
+            return list(map(itemgetter(key), values))
+        except KeyError:
+            return None
+    if check(None):  # an absent key passes as None does: take None for it
+        return list(map(dict.get, values, repeat(key)))
+    return [v[key] for v in values if key in v]
 
 
 def _list_of(every_item: Every) -> tuple[Check, Every]:
@@ -173,7 +187,7 @@ def _list_of(every_item: Every) -> tuple[Check, Every]:
     def check(value: Any) -> bool:
         return isinstance(value, list) and every_item(value)
 
-    def every(values: list[Any]) -> bool:
+    def every(values: Sequence[Any]) -> bool:
         if set(map(type, values)) != {list}:
             return all(map(check, values))
         return every_item(list(chain.from_iterable(values)))
@@ -190,13 +204,13 @@ def _array(low: int, high: float, prefix: list[tuple[Check, Every]]) -> tuple[Ch
                 return False
         return True
 
-    def every(values: list[Any]) -> bool:
+    def every(values: Sequence[Any]) -> bool:
         if set(map(type, values)) != {list} or len(lengths := set(map(len, values))) != 1:
             return all(map(check, values))
         if not low <= lengths.pop() <= high:
             return False
         columns = zip(*values, strict=True)
-        return all(every_item(list(column)) for (_, every_item), column in zip(prefix, columns, strict=False))
+        return all(every_item(column) for (_, every_item), column in zip(prefix, columns, strict=False))
 
     return check, every
 
@@ -205,8 +219,11 @@ def _scalar(kind: str, nullable: bool, minimum: float | None, min_length: int) -
     """A string of `min_length` or an integer not below `minimum` (each keyword applies to its type only)."""
     check = _scalar_check(kind, nullable, minimum, min_length)
 
-    def every(values: list[Any]) -> bool:
+    def every(values: Sequence[Any]) -> bool:
         kinds = set(map(type, values))
+        if nullable and type(None) in kinds:  # None passes: check the others
+            kinds.discard(type(None))
+            values = list(filter(_not_none, values))
         if kind == "string" and kinds == {str}:
             return min(map(len, values)) >= min_length
         if kind == "integer" and kinds == {int}:

@@ -266,7 +266,11 @@ def _members(doc: Mapping[str, Any], snapshot: bool) -> list[_Member]:
 def _rule_errors(doc: Mapping[str, Any], snapshot: bool) -> Iterator[str]:
     topics: Mapping[str, int] = doc["topics"]
     members = _members(doc, snapshot)
-    yield from _id_errors(doc, members, snapshot)
+    offsets = (doc.get("offsets") or []) if snapshot else []
+    claims_valid = _claims_plainly_valid(topics, members, snapshot)
+    offsets_valid = _offsets_plainly_valid(topics, offsets)
+    # A snapshot's pairs and offsets that pass then name only topics of `topics`, whose names are checked there.
+    yield from _id_errors(doc, members, snapshot, partitions_named=not (snapshot and claims_valid and offsets_valid))
     for topic, count in topics.items():
         where = json_path(("topics", topic))
         if count <= 0:
@@ -282,29 +286,34 @@ def _rule_errors(doc: Mapping[str, Any], snapshot: bool) -> Iterator[str]:
                 parse_timestamp(doc["captured_at"])
             except InputError as e:
                 yield str(e)
-    yield from _member_errors(topics, members, snapshot)
-    if snapshot:
-        yield from _offset_errors(topics, doc.get("offsets") or [])
-    else:
+    yield from _member_errors(topics, members, snapshot, claims_valid)
+    if snapshot and not offsets_valid:
+        yield from _offset_errors(topics, offsets)
+    elif not snapshot:
         yield from _load_errors(topics, doc.get("loads") or {})
 
 
-def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> Iterator[str]:
-    """Names that become ids or stored text: no control characters, no lone surrogates, no empty topic name."""
+def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool, partitions_named: bool) -> Iterator[str]:
+    """Names that become ids or stored text: no control characters, no lone surrogates, no empty topic name.
+
+    `partitions_named` False: the topic names of [topic, partition] pairs and offsets entries need no look, each
+    being a key of `topics`.
+    """
     if "" in doc["topics"]:
         yield "topics: empty topic name (Kafka: Topic.validate)"
     # Topic names repeat in every pair: check each distinct text once; find the places only when one is bad.
-    named = list(_named(doc, members, snapshot))
+    named = _named(doc, members, snapshot, partitions_named)
     if any(_bad_text(text) for text in set(chain.from_iterable(texts for _, _, texts, _ in named))):
-        for prefix, keys, texts, suffix in named:
+        for prefix, keys, texts, suffix in _named(doc, members, snapshot):
             for key, text in zip(keys, texts, strict=True):
                 if bad := _bad_text(text):
                     yield f"{json_path((*prefix, key, *suffix))}: {bad} in {_quoted(text)}"
 
 
-def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> Iterator[_Texts]:
+def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool, partitions: bool = True) -> Iterator[_Texts]:
     """Every id and every text a row stores, a list at a time: (prefix, keys, texts, suffix), where the path of
-    `texts[k]` is prefix + keys[k] + suffix (lists of a million pairs are taken with C-level passes)."""
+    `texts[k]` is prefix + keys[k] + suffix (lists of a million pairs are taken with C-level passes). `partitions`
+    False leaves out the topic names of [topic, partition] pairs and offsets entries."""
     yield (), _GROUP_TEXTS, [doc.get(field) for field in _GROUP_TEXTS], ()
     yield ("topics",), list(doc["topics"]), list(doc["topics"]), ()
     for m in members:
@@ -313,13 +322,13 @@ def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool) -> It
         for field in ("strategies", "topics"):
             texts = m.spec.get(field) or []
             yield (*m.path, field), range(len(texts)), texts, ()
-        for field in _CLAIMS:
+        for field in _CLAIMS if partitions else ():
             pairs = m.spec.get(field) or []
             yield (*m.path, field), range(len(pairs)), list(map(itemgetter(0), pairs)), (0,)
-    if snapshot:
+    if snapshot and partitions:
         offsets = doc.get("offsets") or []
         yield ("offsets",), range(len(offsets)), list(map(itemgetter("topic"), offsets)), ("topic",)
-    else:
+    elif not snapshot:
         yield ("loads",), list(doc.get("loads") or {}), list(doc.get("loads") or {}), ()
 
 
@@ -336,11 +345,14 @@ def _bad_text(text: Any) -> str | None:
     return f"{kind} U+{ord(bad[0]):04X}"
 
 
-def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: bool) -> Iterator[str]:
+def _member_errors(
+    topics: Mapping[str, int], members: list[_Member], snapshot: bool, claims_valid: bool
+) -> Iterator[str]:
+    """Member ids, static ids, generations, subscriptions; and the partitions each lists, pair by pair unless
+    `claims_valid` (`_claims_plainly_valid`) says there is nothing to find."""
     seen_members: dict[str, str] = {}
     seen_instances: dict[str, str] = {}
     claims: dict[str, dict[tuple[str, int], _Member]] = {field: {} for field in _CLAIMS}
-    check_claims = not _claims_plainly_valid(topics, members, snapshot)
     for m in members:
         if snapshot and (first := seen_members.setdefault(m.member_id, m.where)) != m.where:
             yield f"{m.id_where}: duplicate member id {_quoted(m.member_id)} (also {first})"
@@ -357,7 +369,7 @@ def _member_errors(topics: Mapping[str, int], members: list[_Member], snapshot: 
                 for t in m.spec["topics"]
                 if t not in topics
             )
-        if check_claims:
+        if not claims_valid:
             yield from _claim_errors(topics, m, claims, snapshot)
 
 
@@ -408,8 +420,6 @@ def _claims_plainly_valid(topics: Mapping[str, int], members: list[_Member], sna
 
 
 def _offset_errors(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) -> Iterator[str]:
-    if _offsets_plainly_valid(topics, offsets):
-        return
     seen: dict[tuple[str, int], int] = {}
     for i, offset in enumerate(offsets):
         topic, partition = offset["topic"], offset["partition"]
@@ -434,7 +444,7 @@ def _offset_errors(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) 
 
 
 def _offsets_plainly_valid(topics: Mapping[str, int], offsets: list[Mapping[str, Any]]) -> bool:
-    """True when the entry-by-entry check below would find nothing (C-level passes over the columns)."""
+    """True when `_offset_errors` would find nothing (C-level passes over the columns, vectorized checks)."""
     committed = list(map(methodcaller("get", "committed"), offsets))
     ends = list(map(methodcaller("get", "end"), offsets))
     return (

@@ -93,47 +93,72 @@ def ingest_documents(
     source: str = "file",
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
-    result = IngestResult(snapshot_id)
-    snapshots = SnapshotColumns(snapshot_id, received_at, source)
-    offsets = OffsetColumns()
-    quarantine: list[dict[str, Any]] = []
-    counts: dict[str, tuple[int, str]] = {}
-    limits = Limits.from_env()
+    snapshot = _Snapshot(snapshot_id, run_id, received_at, source)
     with cyclic_gc_paused():
         for raw in documents:
-            errors = [raw.error] if raw.error else document_errors(raw.doc, limits)
-            if not errors:
-                errors = _conflicts(raw.doc, counts) or _duplicate_group(raw.doc, result.groups)
-            if errors:
-                reason = "; ".join(errors)
-                ingest_id = hashlib.sha256(f"{run_id}\0{raw.source}".encode()).hexdigest()[:20]
-                quarantine.append(
-                    {
-                        "ingest_id": ingest_id,
-                        "run_id": run_id,
-                        "source": raw.source,
-                        "raw_payload": _text(raw.raw),
-                        "raw_bytes": raw.raw if isinstance(raw.raw, bytes) else raw.raw.encode(),
-                        "error": reason,
-                        "received_at": received_at,
-                    }
-                )
-                result.quarantined.append((raw.source, reason))
-                continue
-            doc = raw.doc
-            result.groups.append(doc["group_id"])
-            snapshots.add(doc)
-            offsets.add(doc)
-            for topic, n in doc["topics"].items():
-                counts[topic] = (n, doc["group_id"])
-    offset_rows = offsets.table(snapshot_id)
-    partition_rows = topic_partitions({t: n for t, (n, _) in counts.items()}, offset_rows, snapshot_id)
-    write_snapshot_rows(lake, "topic_partitions", partition_rows, snapshot_id)
-    write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
-    lake.merge("quarantine", rows_table("quarantine", quarantine))
-    # last: the snapshot is complete once it is here
-    write_snapshot_rows(lake, "snapshots", snapshots.table(), snapshot_id)
-    return result
+            snapshot.take(raw)
+    snapshot.write(lake)
+    return snapshot.result
+
+
+class _Snapshot:
+    """A snapshot being ingested: its valid groups' rows, its quarantined input, the topics and groups seen."""
+
+    def __init__(self, snapshot_id: str, run_id: str, received_at: datetime, source: str) -> None:
+        self.run_id, self.received_at = run_id, received_at
+        self.result = IngestResult(snapshot_id)
+        self.members = SnapshotColumns(snapshot_id, received_at, source)
+        self.offsets = OffsetColumns()
+        self.quarantine: list[dict[str, Any]] = []
+        self.counts: dict[str, tuple[int, str]] = {}  # topic -> (partition count, the group that gave it)
+        self.group_ids: set[str] = set()
+        self.limits = Limits.from_env()
+
+    def take(self, raw: RawDocument) -> None:
+        """Add a document's group, or quarantine the document with every reason it is refused."""
+        errors = [raw.error] if raw.error else document_errors(raw.doc, self.limits)
+        if not errors:
+            errors = _conflicts(raw.doc, self.counts) or self._duplicate_group(raw.doc)
+        if errors:
+            self._quarantine(raw, "; ".join(errors))
+            return
+        doc = raw.doc
+        self.result.groups.append(doc["group_id"])
+        self.group_ids.add(doc["group_id"])
+        self.members.add(doc)
+        self.offsets.add(doc)
+        for topic, n in doc["topics"].items():
+            self.counts[topic] = (n, doc["group_id"])
+
+    def _duplicate_group(self, doc: Mapping[str, Any]) -> list[str]:
+        if doc["group_id"] in self.group_ids:
+            return [f"group_id: group {doc['group_id']!r} appears twice in this snapshot"]
+        return []
+
+    def _quarantine(self, raw: RawDocument, reason: str) -> None:
+        """Keep the document whole, its bytes as received, with the reason."""
+        self.quarantine.append(
+            {
+                "ingest_id": hashlib.sha256(f"{self.run_id}\0{raw.source}".encode()).hexdigest()[:20],
+                "run_id": self.run_id,
+                "source": raw.source,
+                "raw_payload": _text(raw.raw),
+                "raw_bytes": raw.raw if isinstance(raw.raw, bytes) else raw.raw.encode(),
+                "error": reason,
+                "received_at": self.received_at,
+            }
+        )
+        self.result.quarantined.append((raw.source, reason))
+
+    def write(self, lake: Lake) -> None:
+        """Commit the snapshot's tables, `snapshots` last: the snapshot is complete once its rows are there."""
+        snapshot_id = self.result.snapshot_id
+        offset_rows = self.offsets.table(snapshot_id)
+        counts = {topic: n for topic, (n, _) in self.counts.items()}
+        write_snapshot_rows(lake, "topic_partitions", topic_partitions(counts, offset_rows, snapshot_id), snapshot_id)
+        write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
+        lake.merge("quarantine", rows_table("quarantine", self.quarantine))
+        write_snapshot_rows(lake, "snapshots", self.members.table(), snapshot_id)
 
 
 def write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str) -> None:
@@ -237,12 +262,6 @@ def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) ->
         for t, n in doc["topics"].items()
         if t in counts and counts[t][0] != n
     ]
-
-
-def _duplicate_group(doc: Mapping[str, Any], groups: list[str]) -> list[str]:
-    if doc["group_id"] in groups:
-        return [f"group_id: group {doc['group_id']!r} appears twice in this snapshot"]
-    return []
 
 
 def _parse_time(text: str | None, default: datetime) -> datetime:
@@ -386,7 +405,7 @@ def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: 
     start = np.concatenate([[0], np.cumsum(sizes)])
     topic_of = np.repeat(np.arange(len(topics), dtype=np.int32), sizes)
     partition = np.arange(start[-1]) - start[topic_of]
-    known = offsets.filter(pc.is_valid(offsets.column("end_offset")))
+    known = offsets.select(["topic", "partition", "end_offset"]).filter(pc.is_valid(offsets.column("end_offset")))
     t = pc.index_in(known.column("topic"), value_set=pa.array(topics, pa.string())).to_numpy(zero_copy_only=False)
     at = start[t.astype(np.int64)] + known.column("partition").to_numpy().astype(np.int64)
     # The last listing of a partition wins: its first occurrence in the reversed order.

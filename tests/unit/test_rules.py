@@ -221,8 +221,8 @@ def test_owners_in_different_generations_are_kafkas_to_resolve_but_one_generatio
 
 # Groups that pass the schema and break the partition rules now and then: unknown topics, partitions out of range
 # or beyond int32, a partition listed twice by one member or by two (in one generation or two), offsets entries
-# repeated, out of range, beyond int64, committed above end.
-topic_names = st.sampled_from(["orders"] * 8 + ["refunds", "gone"])
+# repeated, out of range, beyond int64, committed above end; a topic name with a control character.
+topic_names = st.sampled_from(["orders"] * 8 + ["refunds", "gone", "bell\x07"])
 partitions = st.sampled_from([0, 1, 2] * 4 + [3, 2**31])
 tps = st.lists(st.tuples(topic_names, partitions).map(list), max_size=4)
 offset_entries = st.fixed_dictionaries(
@@ -236,7 +236,9 @@ partition_groups = st.builds(
         else {"topics": topics, "members": {m["member_id"]: m for m in members}}
     ),
     st.sampled_from(["snapshot", "compact"]),
-    st.fixed_dictionaries({"orders": st.integers(3, 4), "refunds": st.integers(3, 4)}),
+    st.fixed_dictionaries(
+        {"orders": st.integers(3, 4), "refunds": st.integers(3, 4)}, optional={"bell\x07": st.just(3)}
+    ),
     st.lists(
         st.fixed_dictionaries(
             {"member_id": st.sampled_from(["a", "b", "c"]), "topics": st.just([])},
@@ -274,6 +276,15 @@ partition_groups = st.builds(
         "topics": {"t": 2},
         "members": [],
         "offsets": [{"topic": "t", "partition": 0, "committed": 2**63}],
+    }
+)
+@example({"topics": {"orders": 3}, "members": {"a": {"topics": [], "owned": [["bell\x07", 0]]}}})
+@example(
+    {
+        "group_id": "g",
+        "topics": {"bell\x07": 3},
+        "members": [{"member_id": "a", "topics": [], "assignment": [["bell\x07", 0]]}],
+        "offsets": [{"topic": "bell\x07", "partition": 1}],
     }
 )
 @settings(max_examples=400, deadline=None)
