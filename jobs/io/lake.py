@@ -40,7 +40,7 @@ from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.io.spark import has_delta_connector
+from jobs.io.spark import has_delta_connector, local_frame
 from planner.errors import SourceError
 from schemas import TABLES, TableSpec
 
@@ -135,7 +135,9 @@ class Lake:
         strings = ds.ParquetReadOptions(dictionary_columns=[f.name for f in schema if pa.types.is_string(f.type)])
         dataset = DeltaTable(self.path(name)).to_pyarrow_dataset(filesystem=local, parquet_read_options=strings)
         where = functools.reduce(operator.and_, [_term(*term) for term in filters]) if filters else None
-        return dataset.to_table(columns=schema.names, filter=where).cast(schema)
+        # One file and batch decoded ahead, not 4 x 16: a filtered read's transient memory about halves, same time.
+        scan = dataset.scanner(columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1)
+        return scan.to_table().cast(schema)
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:
         """The table's current snapshot as a Spark DataFrame, read from the Delta log's file list."""
@@ -143,7 +145,7 @@ class Lake:
         schema = from_arrow_schema(spec.schema)
         files = DeltaTable(self.path(name)).file_uris()
         if not files:
-            return spark.createDataFrame([], schema)
+            return local_frame(spark, [], spec.schema)
         reader = spark.read.schema(schema)
         if spec.partition_by:
             reader = reader.option("basePath", str(self.path(name)))
