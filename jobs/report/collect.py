@@ -9,7 +9,8 @@ per generation and step costs 10-300 us whatever the size, which was most of the
 so they run without Spark. Columns that the tables gain later (migration readiness, approval, verification status,
 load source ...) are carried along when a table has them and skipped when it does not. Per-partition data stays
 Arrow (joins, group-bys) since a group may have a million partitions; only what a page shows (capped at
-PARTITIONS_SHOWN bars, MOVES_SHOWN moves) becomes Python rows.
+PARTITIONS_SHOWN bars, MOVES_SHOWN moves) becomes Python rows. Joins and group-bys run on the calling thread: on a
+batch's tables Acero's thread pool cost a quarter more CPU than it saved.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ HOT_KEYS_SHOWN = 10
 HISTORY_COLUMNS = ("max_mean_load", "partitions_moved", "members", "partitions")
 PAIR = "pair"
 ROW = "row"
+SLOT = "slot"
 GROUP_KEYS = ("group_id", "generation_id")
 SNAPSHOT_KEYS = ("group_id", "snapshot_id")
 SKEW_KEYS = ("run_id", "topic")
@@ -185,15 +187,16 @@ def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[Generati
     metrics = _by_key(rows(read, "plan_metrics", by_generation), GROUP_KEYS)
     pairs, parameters = _pairs(found, metrics), [_parameters(g) for g in found]
     # Per-partition data stays Arrow end to end (a million-partition group has millions of plan rows).
-    plans = typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA)
-    plans = _paired(plans, pairs, GROUP_KEYS, ordered=False).drop_columns(list(GROUP_KEYS))
+    plans = _of_generations(typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA), pairs)
     target = plans.filter(pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR))))
+    plans = plans.select([PAIR, "strategy", "topic", "partition", "member"])  # what the other candidates show
     roster, owners = _today(read, pairs)
     topics = _topics(plans, owners, pairs)
     by_topic = _lookup(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
     skew = typed(table(read, "key_skew", by_topic, SKEW_COLUMNS), SKEW_SCHEMA)
     measured = _paired(_measured(skew), topics, SKEW_KEYS)
-    partitions = partition_loads(target, owners, measured, _lags(read, pairs), _weighted(parameters))
+    slots = _Slots(topics, [target, owners, measured])
+    partitions = partition_loads(slots, target, owners, measured, _lags(read, pairs), _weighted(parameters))
     runs = by_topic[0][2]
     batch = _Batch(
         found=found,
@@ -203,8 +206,8 @@ def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[Generati
         members=_members(roster, plans),
         strategies=_per_pair(plans, "strategy"),
         partitions=_split(partitions, len(found)),
-        moves=_split(moves(target, partitions), len(found)),
-        per_member=_per_member(owners, plans, partitions),
+        moves=_split(moves(slots, target, partitions), len(found)),
+        per_member=_per_member(slots, owners, plans, partitions),
         lag=(_lag_sums(partitions, "owner"), _lag_sums(partitions, "member")),
         notes=_notes(partitions, owners, len(found)),
         what_if={run: _what_if(skew.filter(pc.equal(skew.column("run_id"), run))) for run in runs},
@@ -309,26 +312,27 @@ def distinct(data: pa.Table, column: str) -> list[Any]:
 
 
 def partition_loads(
-    target: pa.Table, owners: pa.Table, measured: pa.Table, lags: pa.Table, weighted: pa.Table
+    slots: _Slots, target: pa.Table, owners: pa.Table, measured: pa.Table, lags: pa.Table, weighted: pa.Table
 ) -> pa.Table:
     """Today's load of every partition of every pair: the run's key-skew messages, else the plan's weight, else 1.0.
 
-    Columns pair, topic, partition, load, source, owner (today), member (the chosen plan), lag; sorted by pair and
-    partition. The weight of a topic in `weighted` (pair, topic, listed) counts even where it is 1.
+    Columns pair, topic, partition, load, source, owner (today), member (the chosen plan), lag, slot; sorted by
+    pair and partition. The weight of a topic in `weighted` (pair, topic) counts even where it is 1.
     """
-    every = pa.concat_tables([t.select(PAIR_KEY) for t in (target, owners, measured)])
-    owner = _first(owners.select([*PAIR_KEY, "member"]), PAIR_KEY).rename_columns([*PAIR_KEY, "owner"])
-    out = every.group_by(PAIR_KEY).aggregate([]).join(target.select([*PAIR_KEY, "member", "weight"]), PAIR_KEY)
-    out = out.join(_first(measured.select([*PAIR_KEY, "measured"]), PAIR_KEY), PAIR_KEY).join(owner, PAIR_KEY)
-    out = out.join(lags, PAIR_KEY).join(weighted, [PAIR, "topic"])
-    weight, measured_load = out.column("weight"), out.column("measured")
-    listed = pc.fill_null(out.column("listed"), False)
+    held = [slots.of(t) for t in (target, owners, measured)]
+    every = np.unique(np.concatenate(held))
+    every = every[every >= 0]
+    planned = _first_at(every, held[0])
+    weight, measured_load = _take(target, "weight", planned), _take(measured, "measured", _first_at(every, held[2]))
+    listed = pa.array(np.isin(slots.codes_of(every), slots.codes(weighted)))
     by_weight = pc.and_kleene(pc.is_valid(weight), pc.or_kleene(listed, pc.not_equal(weight, 1.0)))
     load = pc.if_else(pc.is_valid(measured_load), measured_load, pc.if_else(by_weight, weight, 1.0))
     source = pc.if_else(pc.is_valid(measured_load), "key skew", pc.if_else(by_weight, "plan weight", "uniform"))
-    columns = [*(out.column(c) for c in PAIR_KEY), load, source, *(out.column(c) for c in ("owner", "member", "lag"))]
-    names = [*PAIR_KEY, "load", "source", "owner", "member", "lag"]
-    return pa.Table.from_arrays(columns, names=names).sort_by([(PAIR, "ascending"), *SORTED])
+    out = slots.table(every).append_column("load", load).append_column("source", source)
+    out = out.append_column("owner", _take(owners, "member", _first_at(every, held[1])))
+    out = out.append_column("member", _take(target, "member", planned))
+    out = out.append_column("lag", _take(lags, "lag", _first_at(every, slots.of(lags))))
+    return out.append_column(SLOT, pa.array(every))
 
 
 def member_loads(
@@ -340,22 +344,28 @@ def member_loads(
     for assignment in [TODAY, *strategies]:
         if assignment not in assigned and assignment != TODAY:
             continue  # a candidate that assigns nothing has no column, as today always has
-        out += [
-            {"member": m, "assignment": assignment, "chosen": assignment == chosen}
-            | dict(zip(("partitions", "load"), per.get((assignment, m), (0, 0.0)), strict=True))
-            for m in members
-        ]
+        for m in members:
+            partitions, load = per.get((assignment, m), (0, 0.0))
+            out.append(
+                {"member": m, "assignment": assignment, "chosen": assignment == chosen}
+                | {"partitions": partitions, "load": load}
+            )
     return out
 
 
-def _per_member(owners: pa.Table, plans: pa.Table, partitions: pa.Table) -> dict[int, dict[tuple[str, str], Any]]:
+def _per_member(
+    slots: _Slots, owners: pa.Table, plans: pa.Table, partitions: pa.Table
+) -> dict[int, dict[tuple[str, str], Any]]:
     """Per pair, (assignment, member) -> (partitions, load), today's and every candidate's (unknown load: 1.0)."""
     owned = owners.select([*PAIR_KEY, "member"])
     owned = owned.append_column("strategy", pa.repeat(pa.scalar(TODAY, pa.string()), owned.num_rows))
-    planned = plans.filter(pc.is_valid(plans.column("member"))).select(owned.column_names)
-    held = pa.concat_tables([owned, planned]).join(partitions.select([*PAIR_KEY, "load"]), PAIR_KEY)
-    held = held.set_column(held.schema.get_field_index("load"), "load", pc.fill_null(held.column("load"), 1.0))
-    summed = held.group_by([PAIR, "strategy", "member"]).aggregate([("load", "count"), ("load", "sum")])
+    planned = plans.select(owned.column_names)
+    if planned.column("member").null_count:  # filtering copies every column: only when a partition is unassigned
+        planned = planned.filter(pc.is_valid(planned.column("member")))
+    held = pa.concat_tables([owned, planned])
+    held = held.append_column("load", pc.fill_null(_load_of(partitions, slots.of(held)), 1.0))
+    summed = held.group_by([PAIR, "strategy", "member"], use_threads=False)
+    summed = summed.aggregate([("load", "count"), ("load", "sum")])
     out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
     names = (PAIR, "strategy", "member", "load_count", "load_sum")
     for pair, strategy, member, count, load in zip(*(summed.column(c).to_pylist() for c in names), strict=True):
@@ -363,14 +373,14 @@ def _per_member(owners: pa.Table, plans: pa.Table, partitions: pa.Table) -> dict
     return out
 
 
-def moves(target: pa.Table, partitions: pa.Table) -> pa.Table:
+def moves(slots: _Slots, target: pa.Table, partitions: pa.Table) -> pa.Table:
     """The chosen plans' partition movements in rebalance order, per pair (columns pair and MOVE_SCHEMA's).
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in round 1 and assigned in round 2
     (the follow-up rebalance); eager protocols move it within one rebalance. Unowned partitions are assigned in
     round 1 either way.
     """
-    rows = target.join(partitions.select([*PAIR_KEY, "load"]), PAIR_KEY)
+    rows = target.append_column("load", _load_of(partitions, slots.of(target)))
     previous = rows.column("previous_member")
     revoke = pc.fill_null(pc.equal(rows.column("phase"), "revoke"), False)
     unowned = pc.and_(pc.invert(revoke), pc.is_null(previous))
@@ -400,7 +410,7 @@ def _moved(rows: pa.Table, round_: int, action: str, *, keep_member: bool = True
 def _lag_sums(partitions: pa.Table, by: str) -> dict[tuple[int, str], float]:
     """Lag summed per pair and `by` (owner: today, member: after the chosen plan) over partitions with a known lag."""
     known = partitions.filter(pc.is_valid(partitions.column("lag")))
-    summed = known.group_by([PAIR, by]).aggregate([("lag", "sum")])
+    summed = known.group_by([PAIR, by], use_threads=False).aggregate([("lag", "sum")])
     keys = zip(summed.column(PAIR).to_pylist(), summed.column(by).to_pylist(), strict=True)
     return dict(zip(keys, summed.column("lag_sum").to_pylist(), strict=True))
 
@@ -410,7 +420,7 @@ def _notes(partitions: pa.Table, owners: pa.Table, n: int) -> list[list[str]]:
     planned = np.bincount(partitions.column(PAIR).to_numpy(), minlength=n)
     owned = np.bincount(owners.column(PAIR).to_numpy(), minlength=n)
     unowned = partitions.filter(pc.is_null(partitions.column("owner")))
-    summed = unowned.group_by(PAIR).aggregate([([], "count_all"), ("lag", "sum")])
+    summed = unowned.group_by(PAIR, use_threads=False).aggregate([([], "count_all"), ("lag", "sum")])
     names = (PAIR, "count_all", "lag_sum")
     gaps = {p: (count, lag) for p, count, lag in zip(*(summed.column(c).to_pylist() for c in names), strict=True)}
     return [_note(int(planned[p]), int(owned[p]), *gaps.get(p, (0, None))) for p in range(n)]
@@ -444,6 +454,73 @@ def key_text(key: Any) -> str:
     except UnicodeDecodeError:
         text = None
     return text if text is not None and text.isprintable() else "0x" + bytes(key).hex()
+
+
+class _Slots:
+    """Every (pair, topic, partition) of a batch as one int64, its slot, in (pair, topic, partition) order: the pair
+    and topic numbered together (in sorted order), times the batch's span of partitions, plus the partition.
+
+    Lookups by slot are NumPy searches in sorted arrays, where Acero joins on the three columns cost several times
+    more and copy their string columns.
+    """
+
+    def __init__(self, topics: pa.Table, tables: Sequence[pa.Table]) -> None:
+        names = pc.unique(topics.column("topic"))
+        self.names = names.take(pc.sort_indices(names))
+        self.known = np.unique(self.codes(topics))
+        partitions = [pc.min_max(t.column("partition")).as_py() for t in tables]
+        low = min((p["min"] for p in partitions if p["min"] is not None), default=0)
+        high = max((p["max"] for p in partitions if p["max"] is not None), default=0)
+        self.low, self.span = low, high - low + 1
+
+    def codes(self, data: pa.Table) -> np.ndarray:
+        """The (pair, topic) number of each row: pair x topics + the topic's position; -1 for another topic."""
+        at = pc.fill_null(pc.index_in(data.column("topic"), value_set=self.names), -1).to_numpy()
+        pair = data.column(PAIR).to_numpy()
+        return np.where(at >= 0, pair * len(self.names) + at, -1)
+
+    def of(self, data: pa.Table) -> np.ndarray:
+        """The slot of each row of `data` (pair, topic, partition); -1 for a (pair, topic) the batch lacks."""
+        codes = self.codes(data)
+        at = np.searchsorted(self.known, codes).clip(max=max(len(self.known) - 1, 0))
+        known = (codes >= 0) & (self.known[at] == codes) if len(self.known) else np.zeros(len(codes), bool)
+        partition = data.column("partition")
+        known &= pc.is_valid(partition).to_numpy(zero_copy_only=False)
+        offset = pc.fill_null(partition, self.low).to_numpy() - self.low
+        return np.where(known, at * self.span + offset, -1)
+
+    def codes_of(self, slots: np.ndarray) -> np.ndarray:
+        """The (pair, topic) number of each slot."""
+        return self.known[slots // self.span]
+
+    def table(self, slots: np.ndarray) -> pa.Table:
+        """The pair, topic and partition of each slot."""
+        pair, topic = np.divmod(self.codes_of(slots), len(self.names))
+        partition = slots % self.span + self.low
+        return pa.table({PAIR: pair, "topic": self.names.take(topic), "partition": partition})
+
+
+def _first_at(slots: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """For each slot (sorted, distinct), the first row whose slot in `held` it is; -1 where no row holds it."""
+    found, first = np.unique(held, return_index=True)
+    if not len(found):
+        return np.full(len(slots), -1)
+    at = np.searchsorted(found, slots).clip(max=len(found) - 1)
+    return np.where(found[at] == slots, first[at], -1)
+
+
+def _take(data: pa.Table, column: str, rows: np.ndarray) -> pa.Array:
+    """`column`'s value at each row number (null at -1)."""
+    return data.column(column).take(pa.array(rows, mask=rows < 0))
+
+
+def _load_of(partitions: pa.Table, slots: np.ndarray) -> pa.Array:
+    """The load of each slot's partition (null for a slot the batch has no partition of)."""
+    every = partitions.column(SLOT).to_numpy()
+    if not len(every):
+        return pa.nulls(len(slots), pa.float64())
+    at = np.searchsorted(every, slots).clip(max=len(every) - 1)
+    return _take(partitions, "load", np.where(every[at] == slots, at, -1))
 
 
 def _generations(read: Read, wanted: Sequence[tuple[str, int]]) -> Rows:
@@ -496,35 +573,42 @@ def _paired(data: pa.Table, pairs: pa.Table, keys: Sequence[str], *, ordered: bo
     when `ordered`, by pair and then in `data`'s order (Acero's joins keep no order)."""
     right = pairs.select([PAIR, *keys])
     if not ordered:
-        return data.join(right, list(keys), join_type="inner")
+        return data.join(right, list(keys), join_type="inner", use_threads=False)
     numbered = data.append_column(ROW, pa.array(np.arange(data.num_rows)))
-    joined = numbered.join(right, list(keys), join_type="inner")
+    joined = numbered.join(right, list(keys), join_type="inner", use_threads=False)
     return joined.sort_by([(PAIR, "ascending"), (ROW, "ascending")]).drop_columns(ROW)
+
+
+def _of_generations(data: pa.Table, pairs: pa.Table) -> pa.Table:
+    """The rows of the batch's generations, each with its pair instead of the group and generation (a lookup of
+    "group NUL generation" texts: a join would copy every column)."""
+    pair = pc.index_in(_generation_key(data), value_set=_generation_key(pairs))
+    data = data.drop_columns(list(GROUP_KEYS)).append_column(PAIR, pc.cast(pair, pa.int64()))
+    return data if not pair.null_count else data.filter(pc.is_valid(pair))
+
+
+def _generation_key(data: pa.Table) -> pa.Array:
+    """One text per row naming its group and generation."""
+    generation = pc.cast(data.column("generation_id"), pa.string())
+    return pc.binary_join_element_wise(data.column("group_id"), generation, "\x00")
 
 
 def _joined(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> pa.Table:
     """`left` with the columns of `right`'s row of the same `keys` (nulls where none), in `left`'s order."""
     numbered = left.append_column(ROW, pa.array(np.arange(left.num_rows)))
-    return numbered.join(right, list(keys)).sort_by(ROW).drop_columns(ROW)
-
-
-def _first(data: pa.Table, keys: list[str]) -> pa.Table:
-    """The first row of each distinct `keys` (a partition two members claim keeps its first owner), in order."""
-    numbered = data.append_column(ROW, pa.array(np.arange(data.num_rows)))
-    first = numbered.group_by(keys).aggregate([(ROW, "min")]).column(f"{ROW}_min")
-    return data.take(np.sort(first.to_numpy()))
+    return numbered.join(right, list(keys), use_threads=False).sort_by(ROW).drop_columns(ROW)
 
 
 def _split(data: pa.Table, n: int) -> list[pa.Table]:
-    """`data` (sorted by pair) as one zero-copy slice per pair 0..n-1, without the pair column."""
+    """`data` (sorted by pair) as one zero-copy slice per pair 0..n-1, without the pair (and slot) column."""
     bounds = np.searchsorted(data.column(PAIR).to_numpy(), np.arange(n + 1)).tolist()
-    body = data.drop_columns(PAIR)
+    body = data.drop_columns([c for c in (PAIR, SLOT) if c in data.column_names])
     return [body.slice(start, end - start) for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _per_pair(data: pa.Table, column: str) -> dict[int, list[Any]]:
     """The distinct values of `column` per pair, sorted (nulls left out)."""
-    found = data.select([PAIR, column]).group_by([PAIR, column]).aggregate([])
+    found = data.select([PAIR, column]).group_by([PAIR, column], use_threads=False).aggregate([])
     out: dict[int, list[Any]] = defaultdict(list)
     for pair, value in zip(found.column(PAIR).to_pylist(), found.column(column).to_pylist(), strict=True):
         if value is not None:
@@ -560,7 +644,7 @@ def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
 def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
     """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
     named = pa.concat_tables([t.select([PAIR, "topic"]) for t in (plans, owners)])
-    named = named.group_by([PAIR, "topic"]).aggregate([])
+    named = named.group_by([PAIR, "topic"], use_threads=False).aggregate([])
     named = named.filter(pc.is_valid(named.column("topic")))
     return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
 
@@ -568,7 +652,7 @@ def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
 def _measured(skew: pa.Table) -> pa.Table:
     """Measured load per partition at today's count, per run and topic (run_id, topic, partition, measured); one
     partitioner per topic, the first by name."""
-    first = skew.group_by(list(SKEW_KEYS)).aggregate([("partitioner", "min")])
+    first = skew.group_by(list(SKEW_KEYS), use_threads=False).aggregate([("partitioner", "min")])
     current = _joined(skew.filter(pc.fill_null(skew.column("current"), False)), first, SKEW_KEYS)
     mine = current.filter(pc.equal(current.column("partitioner"), current.column("partitioner_min")))
     load = pc.coalesce(mine.column("load"), mine.column("messages"))

@@ -7,6 +7,7 @@ Every label that carries an id is HTML-escaped (plotly.js reads a small set of t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from html import escape
 from typing import Any
@@ -45,8 +46,8 @@ def partition_load(report: GenerationReport) -> Figure:
     shown = heaviest(report.partitions, PARTITIONS_SHOWN)  # sorted by topic, then partition
     values = {c: shown.column(c).to_pylist() for c in ("topic", "partition", "load", "owner", "member", "source")}
     labels = {v: _label(v) for v in {*values["owner"], *values["member"]}}  # a few members, many partitions
-    held = zip(values["owner"], values["member"], values["source"], strict=True)
-    custom = [[labels[owner], labels[member], source] for owner, member, source in held]
+    owners, members = map(labels.__getitem__, values["owner"]), map(labels.__getitem__, values["member"])
+    custom = list(map(list, zip(owners, members, values["source"], strict=True)))
     data = []
     for i, (topic, start, end) in enumerate(_runs(values["topic"])):
         prefix = escape(topic) + "-"  # escaping the topic alone: digits and '-' need none
@@ -211,10 +212,10 @@ def history(generations: list[dict[str, Any]]) -> Figure:
 def _runs(values: list[Any]) -> Iterator[tuple[Any, int, int]]:
     """(value, start, end) of each run of equal values in a list."""
     start = 0
-    for i in range(1, len(values) + 1):
-        if i == len(values) or values[i] != values[start]:
-            yield values[start], start, i
-            start = i
+    for value, run in itertools.groupby(values):
+        end = start + len(list(run))
+        yield value, start, end
+        start = end
 
 
 def _label(value: Any) -> str:

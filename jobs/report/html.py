@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from html import escape
@@ -29,6 +29,8 @@ MOVES_SHOWN = 1000
 DETAIL_ROWS_SHOWN = 50
 JSON_COLUMNS = frozenset({"details"})
 RUN_WIDE = frozenset({"changes", "weighted_topics"})
+MEMO_KINDS = frozenset({str, int, float, bool, type(None), datetime})
+"""Value types `_cells` formats once per distinct value (hashable, and equal only within a type or across numbers)."""
 CHART_CONFIG = json.dumps({"displaylogo": False, "responsive": True})
 PERCENT_COLUMNS = frozenset({"share", "keys_remapped_share", "traffic_remapped_share", "stickiness", "hot_key_share"})
 
@@ -492,37 +494,24 @@ def _tds(cells: list[str], numeric: bool) -> list[str]:
 
 def _cells(column: str, values: list[Any]) -> list[str]:
     """One column's cells; a value repeated down the column (a member, a topic, a round) is formatted once."""
-    done: dict[tuple[type, Any], str] = {}
+    kinds = {type(v) for v in values}
+    if not kinds <= MEMO_KINDS:
+        return [_cell(column, v) for v in values]
+    # Keyed by value, or by (type, value) where 1, 1.0 and True (equal keys) could share a column.
+    keys = values if len(kinds - {type(None)}) <= 1 else [(type(v), v) for v in values]
+    done: dict[Any, str] = {}
     out = []
-    for value in values:
-        try:
-            key = (type(value), value)
-            cell = done.get(key)
-        except TypeError:  # a list or dict: formatted every time
-            key, cell = None, None
+    for key, value in zip(keys, values, strict=True):
+        cell = done.get(key)
         if cell is None:
-            cell = _cell(column, value)
-            if key is not None:
-                done[key] = cell
+            cell = done[key] = _cell(column, value)
         out.append(cell)
     return out
 
 
-def _tally(data: pa.Table, by: list[str]) -> dict[tuple[Any, ...], int]:
-    """Rows per distinct combination of the `by` columns' values (one NumPy pass: an Arrow group-by costs about
-    0.3 ms whatever the size, much of a small page's time)."""
-    codes, names = [], []
-    for column in by:
-        encoded = pc.dictionary_encode(data.column(column).combine_chunks(), null_encoding="encode")
-        codes.append(encoded.indices.to_numpy())
-        names.append(encoded.dictionary.to_pylist())
-    shape = [len(n) for n in names]
-    found, counts = np.unique(np.ravel_multi_index(codes, shape), return_counts=True)
-    at = np.unravel_index(found, shape)
-    return {
-        tuple(n[i] for n, i in zip(names, place, strict=True)): int(c)
-        for *place, c in zip(*(a.tolist() for a in at), counts.tolist(), strict=True)
-    }
+def _tally(data: pa.Table, by: list[str]) -> Counter[tuple[Any, ...]]:
+    """Rows per distinct combination of the `by` columns' values."""
+    return Counter(zip(*(data.column(c).to_pylist() for c in by), strict=True))
 
 
 def _per_count(measured: pa.Table) -> dict[int, tuple[int, float]]:
@@ -538,8 +527,14 @@ def _per_count(measured: pa.Table) -> dict[int, tuple[int, float]]:
 
 def _numeric(values: Iterable[Any]) -> bool:
     """A column of numbers (and gaps) only: right-aligned."""
-    seen = [v for v in values if not _missing(v)]
-    return bool(seen) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in seen)
+    seen = False
+    for v in values:
+        if _missing(v):
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return False
+        seen = True
+    return seen
 
 
 def _cell(column: str, value: Any) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import plotly
+import pyarrow as pa
 
 from jobs.report import html
 from jobs.report.collect import BATCHED, Rows, collect_many, groups, histories, rows
@@ -72,6 +73,7 @@ def write_reports(
         for report in collect_many(read, batch):
             page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
             done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
+        pa.default_memory_pool().release_unused()
     written = []
     for group_id, ids in pages.items():
         written += [done[(group_id, n)] for n in ids]
