@@ -112,13 +112,14 @@ def _read_whole(data: bytes, source: str) -> list[Document]:
         doc = decoder.decode(text, pos, source)
         if not isinstance(doc, dict):
             raise InputError(f"{source}: expected a JSON object (one group) or an array of them, got {_kind(doc)}")
-        return [_checked(Document(source, data, doc), decoder, text)]
+        return [_checked(Document(source, data, doc), decoder.marked, text)]
     documents = []
-    for index, (doc, begin, end) in enumerate(decoder.array(text, pos, source)):
-        item = Document(source, text[begin:end].encode("utf-8"), doc, index=index)
+    for index, (doc, begin, end, marked) in enumerate(decoder.array(text, pos, source)):
+        element = text[begin:end]
+        item = Document(source, element.encode("utf-8"), doc, index=index)
         if not isinstance(doc, dict):
             item = _refused(item, f"expected a JSON object (one group), got {_kind(doc)}")
-        documents.append(_checked(item, decoder, text))
+        documents.append(_checked(item, marked, element))
     if not documents:
         raise InputError(f"no groups in {source}")
     return documents
@@ -247,7 +248,7 @@ def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:
     document = Document(source, line, doc, line=number)
     if not isinstance(doc, dict):
         return _refused(document, f"expected a JSON object (one group), got {_kind(doc)}")
-    return _checked(document, decoder, text)
+    return _checked(document, decoder.marked, text)
 
 
 # --- parsing ---------------------------------------------------------------------------------------------------
@@ -320,16 +321,18 @@ class _Decoder:
         _expect_end(text, end, where, "the value")
         return value
 
-    def array(self, text: str, pos: int, where: str) -> list[tuple[Any, int, int]]:
-        """(value, start, end) of each element of the top-level array opening at `pos`."""
-        items: list[tuple[Any, int, int]] = []
+    def array(self, text: str, pos: int, where: str) -> list[tuple[Any, int, int, bool]]:
+        """(value, start, end, marked) of each element of the top-level array opening at `pos`; `marked`: the
+        element holds a refused value."""
+        items: list[tuple[Any, int, int, bool]] = []
         pos = _skip_whitespace(text, pos + 1)
         if text.startswith("]", pos):
             _expect_end(text, pos + 1, where, "the array")
             return items
         while True:
+            self.marked = False
             value, end = self.value_at(text, pos, where)
-            items.append((value, pos, end))
+            items.append((value, pos, end, self.marked))
             pos = _skip_whitespace(text, end)
             if text.startswith(",", pos):
                 pos = _skip_whitespace(text, pos + 1)
@@ -371,11 +374,12 @@ def _line_column(text: str, pos: int) -> str:
 # --- what the parser let through ------------------------------------------------------------------------------
 
 
-def _checked(document: Document, decoder: _Decoder, text: str) -> Document:
-    """The document, or the document refused for the first marked value or lone surrogate it holds."""
+def _checked(document: Document, marked: bool, text: str) -> Document:
+    """The document, or the document refused for the first marked value or lone surrogate it holds (`text`: its
+    JSON text, `marked`: the decoder marked a value in it)."""
     if (
         document.error is None
-        and (decoder.marked or _ESCAPED_SURROGATE.search(text))
+        and (marked or _ESCAPED_SURROGATE.search(text))
         and (problem := _problem(document.doc)) is not None
     ):
         return _refused(document, problem)
