@@ -8,7 +8,8 @@ than any Kafka integer, and lone UTF-16 surrogates (`"\\ud800"`), which no UTF-8
 Every error is an `InputError` naming the source, the line or array index, and the JSON path. A problem
 inside one JSON line or one array element is kept on that `Document` (its `error`), so ingest can quarantine
 just that group with its raw bytes and go on; only an input that cannot be split into documents at all (not
-UTF-8, not JSON, too deep, empty) raises.
+UTF-8, not JSON, too deep, empty) raises. An input that can only be JSON lines is read a line at a time
+(`json_lines_of`), so a large file never has to be held, decoded or parsed whole.
 """
 
 from __future__ import annotations
