@@ -408,13 +408,11 @@ def _claims_plainly_valid(topics: Mapping[str, int], members: list[_Member], sna
     sends the group through the pair-by-pair check, which names the places."""
     for field in _CLAIMS:
         pairs = list(chain.from_iterable(m.spec.get(field) or () for m in members))
+        if not pairs:
+            continue
         if snapshot and not _distinct_partitions(topics, map(itemgetter(0), pairs), map(itemgetter(1), pairs)):
             return False
-        if (
-            not snapshot
-            and pairs
-            and (max(map(itemgetter(1), pairs)) > INT32_MAX or len(set(map(tuple, pairs))) != len(pairs))
-        ):
+        if not snapshot and (max(map(itemgetter(1), pairs)) > INT32_MAX or len(set(map(tuple, pairs))) != len(pairs)):
             return False
     return True
 

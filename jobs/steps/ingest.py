@@ -94,7 +94,7 @@ def ingest_documents(
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     snapshot = _Snapshot(snapshot_id, run_id, received_at, source)
-    with cyclic_gc_paused():
+    with _cyclic_gc_paused():
         for raw in documents:
             snapshot.take(raw)
     snapshot.write(lake)
@@ -131,6 +131,7 @@ class _Snapshot:
             self.counts[topic] = (n, doc["group_id"])
 
     def _duplicate_group(self, doc: Mapping[str, Any]) -> list[str]:
+        """A group appears once per snapshot: a second document of it is rejected."""
         if doc["group_id"] in self.group_ids:
             return [f"group_id: group {doc['group_id']!r} appears twice in this snapshot"]
         return []
@@ -155,13 +156,13 @@ class _Snapshot:
         snapshot_id = self.result.snapshot_id
         offset_rows = self.offsets.table(snapshot_id)
         counts = {topic: n for topic, (n, _) in self.counts.items()}
-        write_snapshot_rows(lake, "topic_partitions", topic_partitions(counts, offset_rows, snapshot_id), snapshot_id)
-        write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
+        _write_snapshot_rows(lake, "topic_partitions", topic_partitions(counts, offset_rows, snapshot_id), snapshot_id)
+        _write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
         lake.merge("quarantine", rows_table("quarantine", self.quarantine))
-        write_snapshot_rows(lake, "snapshots", self.members.table(), snapshot_id)
+        _write_snapshot_rows(lake, "snapshots", self.members.table(), snapshot_id)
 
 
-def write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str) -> None:
+def _write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str) -> None:
     """Write a snapshot's rows to table `name` in one commit: appended while the table holds none of the snapshot's
     rows (a run id's first ingest: a MERGE's join would take a hundred MB for a thousand groups' offsets), merged
     on the keys when a re-run of the run id finds some, so re-running never duplicates a row.
@@ -185,7 +186,7 @@ def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
 
 
 @contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
+def _cyclic_gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block (reference counting still frees everything).
 
     Reading a thousand groups allocates millions of acyclic lists and dicts that live while their group is checked;
@@ -306,6 +307,7 @@ class SnapshotColumns:
         self.lists["target_assignment"].add([m.get("target_assignment") for m in members])  # absent: null
 
     def _group(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """The fields every row of the group repeats."""
         return {
             "snapshot_id": self.snapshot_id,
             "group_id": doc["group_id"],
