@@ -152,7 +152,6 @@ class _Batch:
     metrics: dict[tuple[Any, ...], Rows]  # (group, generation) -> plan_metrics rows
     topics: dict[int, list[str]]
     members: dict[int, list[str]]
-    strategies: dict[int, list[str]]
     partitions: list[pa.Table]
     moves: list[pa.Table]
     per_member: dict[int, dict[tuple[str, str], Any]]  # (assignment, member) -> partitions, load
@@ -182,7 +181,12 @@ def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[Generati
     first pair the lake lacks."""
     if not wanted:
         return []
-    found = _generations(read, wanted)
+    batch = _gather(read, _generations(read, wanted))
+    return [_report(batch, pair) for pair in range(len(batch.found))]
+
+
+def _gather(read: Read, found: Rows) -> _Batch:
+    """What the pages of `found` generations show: each table read once, each per-partition step one Arrow call."""
     by_generation = _lookup(found, GROUP_KEYS)
     metrics = _by_key(rows(read, "plan_metrics", by_generation), GROUP_KEYS)
     pairs, parameters = _pairs(found, metrics), [_parameters(g) for g in found]
@@ -197,30 +201,33 @@ def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[Generati
     measured = _paired(_measured(skew), topics, SKEW_KEYS)
     slots = _Slots(topics, [target, owners, measured])
     partitions = partition_loads(slots, target, owners, measured, _lags(read, pairs), _weighted(parameters))
-    runs = by_topic[0][2]
-    batch = _Batch(
+    per_member = _per_member(slots, owners, plans, partitions)
+    return _Batch(
         found=found,
         parameters=parameters,
         metrics=metrics,
-        topics=_per_pair(topics, "topic"),
-        members=_members(roster, plans),
-        strategies=_per_pair(plans, "strategy"),
+        topics=_topic_lists(topics),
+        members=_members(roster, per_member),
         partitions=_split(partitions, len(found)),
         moves=_split(moves(slots, target, partitions), len(found)),
-        per_member=_per_member(slots, owners, plans, partitions),
+        per_member=per_member,
         lag=(_lag_sums(partitions, "owner"), _lag_sums(partitions, "member")),
         notes=_notes(partitions, owners, len(found)),
-        what_if={run: _what_if(skew.filter(pc.equal(skew.column("run_id"), run))) for run in runs},
-        skew={
-            "summary": _by_key(rows(read, "key_skew_summary", by_topic), SKEW_KEYS),
-            "hot_keys": _by_key(rows(read, "key_skew_hot_keys", by_topic, HOT_KEY_COLUMNS), SKEW_KEYS),
-            "fingerprint": _by_key(
-                rows(read, "key_skew_fingerprint", by_topic, READ_COLUMNS["key_skew_fingerprint"]), SKEW_KEYS
-            ),
-        },
+        what_if={run: _what_if(skew.filter(pc.equal(skew.column("run_id"), run))) for run in distinct(skew, "run_id")},
+        skew=_skew_rows(read, by_topic),
         gate=_by_key(rows(read, "gate_results", by_generation), GROUP_KEYS),
     )
-    return [_report(batch, pair) for pair in range(len(found))]
+
+
+def _skew_rows(read: Read, by_topic: Filters) -> dict[str, dict[tuple[Any, ...], Rows]]:
+    """The key-skew summary, hot keys and fingerprints of the batch's runs and topics, by (run, topic)."""
+    return {
+        "summary": _by_key(rows(read, "key_skew_summary", by_topic), SKEW_KEYS),
+        "hot_keys": _by_key(rows(read, "key_skew_hot_keys", by_topic, HOT_KEY_COLUMNS), SKEW_KEYS),
+        "fingerprint": _by_key(
+            rows(read, "key_skew_fingerprint", by_topic, READ_COLUMNS["key_skew_fingerprint"]), SKEW_KEYS
+        ),
+    }
 
 
 def _report(batch: _Batch, pair: int) -> GenerationReport:
@@ -232,7 +239,8 @@ def _report(batch: _Batch, pair: int) -> GenerationReport:
     summary = sorted(_of(batch.skew["summary"], run, topics), key=lambda r: (r["topic"], r["partition_count"]))
     current = {r["topic"]: r["partition_count"] for r in summary if r.get("current")}
     what_if = batch.what_if.get(run, {})
-    strategies, per = batch.strategies.get(pair, []), batch.per_member.get(pair, {})
+    per = batch.per_member.get(pair, {})
+    strategies = sorted({assignment for assignment, _ in per} - {TODAY})
     today, after = batch.lag
     return GenerationReport(
         group_id=generation["group_id"],
@@ -346,10 +354,8 @@ def member_loads(
             continue  # a candidate that assigns nothing has no column, as today always has
         for m in members:
             partitions, load = per.get((assignment, m), (0, 0.0))
-            out.append(
-                {"member": m, "assignment": assignment, "chosen": assignment == chosen}
-                | {"partitions": partitions, "load": load}
-            )
+            row = {"member": m, "assignment": assignment, "chosen": assignment == chosen}
+            out.append(row | {"partitions": partitions, "load": load})
     return out
 
 
@@ -606,20 +612,18 @@ def _split(data: pa.Table, n: int) -> list[pa.Table]:
     return [body.slice(start, end - start) for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _per_pair(data: pa.Table, column: str) -> dict[int, list[Any]]:
-    """The distinct values of `column` per pair, sorted (nulls left out)."""
-    found = data.select([PAIR, column]).group_by([PAIR, column], use_threads=False).aggregate([])
-    out: dict[int, list[Any]] = defaultdict(list)
-    for pair, value in zip(found.column(PAIR).to_pylist(), found.column(column).to_pylist(), strict=True):
-        if value is not None:
-            out[pair].append(value)
-    return {pair: sorted(values) for pair, values in out.items()}
+def _topic_lists(topics: pa.Table) -> dict[int, list[str]]:
+    """Each pair's topics, sorted."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for pair, topic in zip(topics.column(PAIR).to_pylist(), topics.column("topic").to_pylist(), strict=True):
+        out[pair].append(topic)
+    return {pair: sorted(names) for pair, names in out.items()}
 
 
-def _members(roster: dict[int, set[str]], plans: pa.Table) -> dict[int, list[str]]:
+def _members(roster: dict[int, set[str]], per_member: dict[int, dict[tuple[str, str], Any]]) -> dict[int, list[str]]:
     """Per pair, the snapshot's members and every member a candidate assigns to, sorted."""
-    planned = _per_pair(plans, "member")
-    return {p: sorted(roster.get(p, set()) | set(planned.get(p, []))) for p in roster.keys() | planned.keys()}
+    pairs = roster.keys() | per_member.keys()
+    return {p: sorted(roster.get(p, set()) | {m for _, m in per_member.get(p, {})}) for p in pairs}
 
 
 def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:

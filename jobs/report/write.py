@@ -69,7 +69,7 @@ def write_reports(
     for group_id in pages:
         (out / folder_name(group_id)).mkdir(exist_ok=True)
     done = {}
-    for batch in _batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
+    for batch in batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
         for report in collect_many(read, batch):
             page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
             done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
@@ -100,7 +100,7 @@ def _pages(
     return pages
 
 
-def _batches(read: Read, pairs: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+def batches(read: Read, pairs: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
     """`pairs` (group, generation) in order, in batches of about BATCH_PLAN_ROWS plan rows (a larger one alone)."""
     lookup = [("group_id", "in", sorted({g for g, _ in pairs}))]
     size: dict[tuple[str, int], int] = defaultdict(int)
