@@ -369,35 +369,45 @@ class PartitionLists:
         )
 
 
-@dataclass
 class OffsetColumns:
-    """The snapshot's `partition_offsets` rows, gathered group by group as Arrow arrays (a group may have a million)."""
+    """The snapshot's `partition_offsets` rows, gathered group by group (a group may have a million): groups and
+    topics as ids, partitions as arrays, offsets as Arrow arrays (they may be null)."""
 
-    batches: list[pa.RecordBatch] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.group_ids: list[str] = []
+        self.sizes: list[int] = []
+        self.topic_ids: dict[str, int] = defaultdict(count().__next__)  # a new topic takes the next id
+        self.topics: list[np.ndarray] = [np.zeros(0, np.int32)]
+        self.partitions: list[np.ndarray] = [np.zeros(0, np.int32)]
+        self.committed: list[pa.Array] = []
+        self.ends: list[pa.Array] = []
 
     def add(self, doc: Mapping[str, Any]) -> None:
         """Append a valid group document's offsets."""
         offsets = doc.get("offsets") or []
-        columns = {
-            "group_id": pa.repeat(pa.scalar(doc["group_id"], pa.string()), len(offsets)),
-            "topic": pa.array(list(map(itemgetter("topic"), offsets)), pa.string()),
-            "partition": pa.array(list(map(itemgetter("partition"), offsets)), pa.int32()),
-            "committed": pa.array(list(map(dict.get, offsets, repeat("committed"))), pa.int64()),
-            "end_offset": pa.array(list(map(dict.get, offsets, repeat("end"))), pa.int64()),
-        }
-        self.batches.append(pa.record_batch(columns, schema=_OFFSET_COLUMNS))
+        self.group_ids.append(doc["group_id"])
+        self.sizes.append(len(offsets))
+        topics = map(self.topic_ids.__getitem__, map(itemgetter("topic"), offsets))
+        self.topics.append(np.fromiter(topics, np.int32, len(offsets)))
+        self.partitions.append(np.fromiter(map(itemgetter("partition"), offsets), np.int32, len(offsets)))
+        self.committed.append(pa.array(list(map(dict.get, offsets, repeat("committed"))), pa.int64()))
+        self.ends.append(pa.array(list(map(dict.get, offsets, repeat("end"))), pa.int64()))
 
     def table(self, snapshot_id: str) -> pa.Table:
         """The rows, lag = end - committed where both are known and committed is not negative (none committed)."""
-        data = pa.Table.from_batches(self.batches, schema=_OFFSET_COLUMNS)
-        committed, end = data.column("committed"), data.column("end_offset")
+        committed, end = pa.chunked_array(self.committed, pa.int64()), pa.chunked_array(self.ends, pa.int64())
         lag = pc.if_else(pc.greater_equal(committed, 0), pc.subtract(end, committed), pa.scalar(None, pa.int64()))
-        snapshot = pa.repeat(pa.scalar(snapshot_id, pa.string()), data.num_rows)
-        columns = {"snapshot_id": snapshot, **{name: data.column(name) for name in data.column_names}, "lag": lag}
+        group = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        columns = {
+            "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), len(group)),
+            "group_id": pa.array(self.group_ids, pa.string()).take(group),
+            "topic": pa.array(list(self.topic_ids), pa.string()).take(np.concatenate(self.topics)),
+            "partition": pa.array(np.concatenate(self.partitions)),
+            "committed": committed,
+            "end_offset": end,
+            "lag": lag,
+        }
         return pa.table(columns, schema=PARTITION_OFFSETS.schema)
-
-
-_OFFSET_COLUMNS = pa.schema([f for f in PARTITION_OFFSETS.schema if f.name not in ("snapshot_id", "lag")])
 
 
 def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: str) -> pa.Table:
