@@ -213,9 +213,13 @@ def run(
     received_at = received_at or datetime.now(UTC)
     if documents is None:
         documents, source = configured_documents(ctx.config, ctx.lake, ctx.run_id, received_at)
-    return ingest_documents(
+    result = ingest_documents(
         ctx.lake, documents, snapshot_id=ctx.run_id, run_id=ctx.run_id, received_at=received_at, source=source or "file"
     )
+    # The rows are written and gone, but Arrow's allocator keeps their pages (70 MB for a thousand groups) for the
+    # rest of the run unless told to hand them back.
+    pa.default_memory_pool().release_unused()
+    return result
 
 
 def configured_documents(
