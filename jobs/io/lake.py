@@ -116,10 +116,15 @@ class Lake:
         return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
     def read_arrow(
-        self, name: str, filters: Sequence[tuple[str, str, object]] | None = None, columns: Sequence[str] | None = None
+        self,
+        name: str,
+        filters: Sequence[tuple[str, str, object]] | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        decode: bool = True,
     ) -> pa.Table:
         """The table's current snapshot as Arrow, optionally filtered by (column, "=" or "in", value) terms and
-        narrowed to `columns` (in the contract's order).
+        narrowed to `columns` (in the contract's order); `decode=False` leaves string columns as dictionaries.
 
         The terms filter inside the scan, batch by batch, and string columns stay dictionary-encoded until the rows
         are chosen: a lookup never holds the whole table as plain strings (a thousand groups' plans take 270 MB as
@@ -131,12 +136,16 @@ class Lake:
         schema = TABLES[name].schema
         if columns is not None:
             schema = pa.schema([f for f in schema if f.name in columns])
+        strings = [f.name for f in schema if pa.types.is_string(f.type)]
         local = pa_fs.SubTreeFileSystem(str(self.path(name)), pa_fs.LocalFileSystem())
-        strings = ds.ParquetReadOptions(dictionary_columns=[f.name for f in schema if pa.types.is_string(f.type)])
-        dataset = DeltaTable(self.path(name)).to_pyarrow_dataset(filesystem=local, parquet_read_options=strings)
+        options = ds.ParquetReadOptions(dictionary_columns=strings)
+        dataset = DeltaTable(self.path(name)).to_pyarrow_dataset(filesystem=local, parquet_read_options=options)
         where = functools.reduce(operator.and_, [_term(*term) for term in filters]) if filters else None
         # One file and batch decoded ahead, not 4 x 16: a filtered read's transient memory about halves, same time.
         scan = dataset.scanner(columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1)
+        if not decode:
+            encoded = {name: pa.dictionary(pa.int32(), pa.string()) for name in strings}
+            schema = pa.schema([f.with_type(encoded.get(f.name, f.type)) for f in schema])
         return scan.to_table().cast(schema)
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +67,15 @@ PARTITIONS_SHOWN = 2000
 
 _TOPIC_PARTITION = [pa.field("topic", pa.string()), pa.field("partition", pa.int64())]
 _GROUP = pa.field("group_id", pa.string())
+_TEXT = pa.dictionary(pa.int32(), pa.string())
 PLAN_SCHEMA = pa.schema(
-    [_GROUP, pa.field("generation_id", pa.int64()), pa.field("strategy", pa.string()), *_TOPIC_PARTITION]
-    + [pa.field(c, pa.string()) for c in ("member", "previous_member", "phase")]
+    [_GROUP, pa.field("generation_id", pa.int64()), pa.field("strategy", _TEXT)]
+    + [pa.field("topic", _TEXT), pa.field("partition", pa.int64())]
+    + [pa.field(c, _TEXT) for c in ("member", "previous_member", "phase")]
     + [pa.field("weight", pa.float64())]
 )
+"""Plan rows as the report holds them: texts as dictionaries (a batch has many rows and few distinct members,
+topics and strategies); only the chosen candidate's rows are decoded."""
 SKEW_SCHEMA = pa.schema(
     [pa.field(c, pa.string()) for c in (*SKEW_KEYS, "partitioner")]
     + [pa.field("partition_count", pa.int64()), pa.field("current", pa.bool_()), pa.field("partition", pa.int64())]
@@ -162,11 +166,11 @@ class _Batch:
     gate: dict[tuple[Any, ...], Rows]
 
 
-def projected(read_arrow: Callable[[str, Filters, Sequence[str] | None], pa.Table]) -> Read:
-    """A `read` from a reader that also takes the columns to read (`Lake.read_arrow`): it reads only READ_COLUMNS."""
+def projected(read_arrow: Callable[..., pa.Table]) -> Read:
+    """A `read` from `Lake.read_arrow` that reads only READ_COLUMNS, and plans with their texts as dictionaries."""
 
     def read(name: str, filters: Filters = None) -> pa.Table:
-        return read_arrow(name, filters, READ_COLUMNS.get(name))
+        return read_arrow(name, filters, READ_COLUMNS.get(name), decode=name != "plans")
 
     return read
 
@@ -192,8 +196,9 @@ def _gather(read: Read, found: Rows) -> _Batch:
     pairs, parameters = _pairs(found, metrics), [_parameters(g) for g in found]
     # Per-partition data stays Arrow end to end (a million-partition group has millions of plan rows).
     plans = _of_generations(typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA), pairs)
-    target = plans.filter(pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR))))
-    plans = plans.select([PAIR, "strategy", "topic", "partition", "member"])  # what the other candidates show
+    chosen = pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR)))
+    target = _decoded(plans.filter(chosen))
+    plans = plans.select([PAIR, "strategy", "topic", "partition", "member"]).unify_dictionaries()  # for group-bys
     roster, owners = _today(read, pairs)
     topics = _topics(plans, owners, pairs)
     by_topic = _lookup(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
@@ -363,20 +368,24 @@ def _per_member(
     slots: _Slots, owners: pa.Table, plans: pa.Table, partitions: pa.Table
 ) -> dict[int, dict[tuple[str, str], Any]]:
     """Per pair, (assignment, member) -> (partitions, load), today's and every candidate's (unknown load: 1.0)."""
-    owned = owners.select([*PAIR_KEY, "member"])
-    owned = owned.append_column("strategy", pa.repeat(pa.scalar(TODAY, pa.string()), owned.num_rows))
-    planned = plans.select(owned.column_names)
+    out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
+    for pair, member, count, load in _tally(slots, owners, [PAIR, "member"], partitions):
+        out[pair][(TODAY, member)] = (count, load)
+    planned = plans
     if planned.column("member").null_count:  # filtering copies every column: only when a partition is unassigned
         planned = planned.filter(pc.is_valid(planned.column("member")))
-    held = pa.concat_tables([owned, planned])
-    held = held.append_column("load", pc.fill_null(_load_of(partitions, slots.of(held)), 1.0))
-    summed = held.group_by([PAIR, "strategy", "member"], use_threads=False)
-    summed = summed.aggregate([("load", "count"), ("load", "sum")])
-    out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
-    names = (PAIR, "strategy", "member", "load_count", "load_sum")
-    for pair, strategy, member, count, load in zip(*(summed.column(c).to_pylist() for c in names), strict=True):
+    for pair, strategy, member, count, load in _tally(slots, planned, [PAIR, "strategy", "member"], partitions):
         out[pair][(strategy, member)] = (count, load)
     return out
+
+
+def _tally(slots: _Slots, held: pa.Table, by: list[str], partitions: pa.Table) -> Iterator[tuple[Any, ...]]:
+    """(*by, partitions, load) of the rows of `held` per distinct `by` (a partition without a load weighs 1.0)."""
+    loads = pa.table({c: held.column(c) for c in by}).append_column(
+        "load", pc.fill_null(_load_of(partitions, slots.of(held)), 1.0)
+    )
+    summed = loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])
+    return zip(*(summed.column(c).to_pylist() for c in [*by, "load_count", "load_sum"]), strict=True)
 
 
 def moves(slots: _Slots, target: pa.Table, partitions: pa.Table) -> pa.Table:
@@ -515,6 +524,12 @@ def _first_at(slots: np.ndarray, held: np.ndarray) -> np.ndarray:
     return np.where(found[at] == slots, first[at], -1)
 
 
+def _decoded(data: pa.Table) -> pa.Table:
+    """`data` with its dictionary columns as plain values."""
+    types = [f.type.value_type if pa.types.is_dictionary(f.type) else f.type for f in data.schema]
+    return data.cast(pa.schema([f.with_type(t) for f, t in zip(data.schema, types, strict=True)]))
+
+
 def _take(data: pa.Table, column: str, rows: np.ndarray) -> pa.Array:
     """`column`'s value at each row number (null at -1)."""
     return data.column(column).take(pa.array(rows, mask=rows < 0))
@@ -647,10 +662,15 @@ def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
 
 def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
     """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
-    named = pa.concat_tables([t.select([PAIR, "topic"]) for t in (plans, owners)])
-    named = named.group_by([PAIR, "topic"], use_threads=False).aggregate([])
+    each = [_decoded(_distinct(t, [PAIR, "topic"])) for t in (plans, owners)]
+    named = _distinct(pa.concat_tables(each), [PAIR, "topic"])
     named = named.filter(pc.is_valid(named.column("topic")))
     return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
+
+
+def _distinct(data: pa.Table, columns: list[str]) -> pa.Table:
+    """The distinct rows of `columns`."""
+    return data.select(columns).group_by(columns, use_threads=False).aggregate([])
 
 
 def _measured(skew: pa.Table) -> pa.Table:
