@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -30,8 +31,8 @@ from jobs import pipeline
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.report import collect, figures, render_generation, write_reports
-from jobs.report.collect import PARTITIONS_SHOWN, history
+from jobs.report import collect, figures, render_generation, write, write_reports
+from jobs.report.collect import BATCHED, PARTITIONS_SHOWN, PLAN_COLUMNS, collect_many, history, projected
 from jobs.report.html import MOVES_SHOWN
 from jobs.report.reader import indexed
 from jobs.report.write import NAME_MAX, folder_name
@@ -196,6 +197,36 @@ def test_the_indexed_reader_answers_as_the_lake_does(built):
         assert history(lake.read_arrow, group) == history(cached, group)
     with pytest.raises(InputError, match="group 'payments' has no generation 9"):
         collect(cached, "payments", 9)
+
+
+def test_a_batch_gathers_each_generation_as_it_alone_would(built):
+    lake, _ = built
+    pairs = generations(lake)
+    assert len({g for g, _ in pairs}) < len(pairs)  # a group with two generations in one batch
+    batch = collect_many(indexed(projected(lake.read_arrow), read_through=BATCHED), pairs)
+    assert batch == [collect(lake.read_arrow, group, generation) for group, generation in pairs]
+
+
+def test_the_report_reads_of_a_batch_only_its_rows_and_the_columns_it_uses(built):
+    lake, _ = built
+    read = projected(lake.read_arrow)
+    plans = read("plans", [("group_id", "in", ["payments"]), ("generation_id", "in", [1])])
+    assert set(plans.column_names) == set(PLAN_COLUMNS) and pa.types.is_dictionary(plans.schema.field("member").type)
+    every = lake.read_arrow("plans").select(plans.column_names)
+    mine = every.filter(pc.and_(pc.equal(every["group_id"], "payments"), pc.equal(every["generation_id"], 1)))
+    assert plans.num_rows and plans.cast(every.schema).equals(mine)
+    assert read("snapshots", None).column_names == ["snapshot_id", "group_id", "member_id", "assignment"]
+
+
+def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path, monkeypatch):
+    lake, _ = built
+    together = write_reports(projected(lake.read_arrow), tmp_path / "together")
+    monkeypatch.setattr(write, "BATCH_PLAN_ROWS", 1)  # one generation per batch
+    alone = write_reports(projected(lake.read_arrow), tmp_path / "alone")
+    assert [p.relative_to(tmp_path / "alone") for p in alone] == [
+        p.relative_to(tmp_path / "together") for p in together
+    ]
+    assert all(a.read_bytes() == t.read_bytes() for a, t in zip(alone, together, strict=True))
 
 
 def test_every_figure_is_a_valid_plotly_figure(built):
