@@ -144,7 +144,7 @@ class Lake:
         # One file and batch decoded ahead, not 4 x 16: a filtered read's transient memory about halves, same time.
         scan = dataset.scanner(columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1)
         if not decode:
-            encoded = {name: pa.dictionary(pa.int32(), pa.string()) for name in strings}
+            encoded = {column: pa.dictionary(pa.int32(), pa.string()) for column in strings}
             schema = pa.schema([f.with_type(encoded.get(f.name, f.type)) for f in schema])
         return scan.to_table().cast(schema)
 
