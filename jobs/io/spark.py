@@ -198,7 +198,7 @@ def _check_reachable(remote: str, timeout: float = 10.0) -> None:
 def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: pa.Schema) -> DataFrame:
     """Driver-side rows as a DataFrame, handed over as Arrow: from a Python list, even an empty one, Spark starts
     Python workers (a second daemon beside the kernels' ones, ~180 MB) just to unpickle the rows."""
-    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema]
+    columns = [[row[i] for row in rows] for i in range(len(schema))]
     table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, columns, strict=True)}, schema=schema)
     return spark.createDataFrame(table, schema=from_arrow_schema(schema))
 
