@@ -52,8 +52,9 @@ def write_reports(
     """Write every generation's page (or only `group` / `generation`, or the `only` {group: generation} pages of
     one run), the group indexes and the top index.
 
-    `read` has the shape of `Lake.read_arrow`: small tables are read once; those with a row per partition once per
-    batch of pages, with the batch's groups as filters. Returns the HTML files written.
+    `read` has the shape of `Lake.read_arrow`: generations and plan metrics are read once; the other tables
+    (BATCHED) once per batch of pages, with the batch's groups, snapshots and runs as filters. Returns the HTML files
+    written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -66,14 +67,7 @@ def write_reports(
     past = histories(read, chosen)
     pages = _pages(past, group, generation, only)
     _plotly(out)
-    for group_id in pages:
-        (out / folder_name(group_id)).mkdir(exist_ok=True)
-    done = {}
-    for batch in batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
-        for report in collect_many(read, batch):
-            page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
-            done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
-        pa.default_memory_pool().release_unused()
+    done = _generation_pages(read, out, pages)
     written = []
     for group_id, ids in pages.items():
         written += [done[(group_id, n)] for n in ids]
@@ -81,6 +75,20 @@ def write_reports(
     links = {g: quote(folder_name(g)) + "/index.html" for g in names}
     written.append(_write(out / "index.html", html.render_groups(every, links)))
     return written
+
+
+def _generation_pages(read: Read, out: Path, pages: Mapping[str, list[int]]) -> dict[tuple[str, int], Path]:
+    """Write the generation pages, batch by batch; returns (group, generation) -> page."""
+    for group_id in pages:
+        (out / folder_name(group_id)).mkdir(exist_ok=True)
+    done = {}
+    for batch in batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
+        for report in collect_many(read, batch):
+            page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
+            done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
+        # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
+        pa.default_memory_pool().release_unused()
+    return done
 
 
 def _pages(
