@@ -384,7 +384,7 @@ def _tally(slots: _Slots, held: pa.Table, by: list[str], partitions: pa.Table) -
     loads = pa.table({c: held.column(c) for c in by}).append_column(
         "load", pc.fill_null(_load_of(partitions, slots.of(held)), 1.0)
     )
-    summed = loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])
+    summed = _decoded(loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")]))
     return zip(*(summed.column(c).to_pylist() for c in [*by, "load_count", "load_sum"]), strict=True)
 
 

@@ -111,6 +111,7 @@ def member_load(report: GenerationReport) -> Figure:
     by_assignment: dict[str, list[dict[str, Any]]] = {}
     for r in report.members:
         by_assignment.setdefault(r["assignment"], []).append(r)
+    labels = {m: _label(m) for m in {r["member"] for r in report.members}}  # each member under every assignment
     data = []
     for i, (assignment, rows) in enumerate(by_assignment.items()):
         chosen = any(r["chosen"] for r in rows)
@@ -119,7 +120,7 @@ def member_load(report: GenerationReport) -> Figure:
             {
                 "type": "bar",
                 "name": escape(assignment) + (" \u2605 chosen" if chosen else ""),
-                "x": [_label(r["member"]) for r in rows],
+                "x": [labels[r["member"]] for r in rows],
                 "y": [r["load"] for r in rows],
                 "customdata": [r["partitions"] for r in rows],
                 "hovertemplate": "%{x}<br>load %{y:,.0f} over %{customdata} partitions<extra>"

@@ -495,6 +495,8 @@ def _tds(cells: list[str], numeric: bool) -> list[str]:
 def _cells(column: str, values: list[Any]) -> list[str]:
     """One column's cells; a value repeated down the column (a member, a topic, a round) is formatted once."""
     kinds = {type(v) for v in values}
+    if kinds == {int}:  # partitions, counts: mostly distinct, formatted as `_value` does
+        return [f"{v:,}" for v in values]
     if not kinds <= MEMO_KINDS:
         return [_cell(column, v) for v in values]
     # Keyed by value, or by (type, value) where 1, 1.0 and True (equal keys) could share a column.
