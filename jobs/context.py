@@ -1,9 +1,10 @@
 """The run context every step receives: configuration, run id, trigger, the lake, and a lazily started Spark session.
 
 One context serves a whole `rebalance run` (or one Airflow task): the lake's tables are created once when it is
-built, and Spark starts only when a step first asks for it (ingest and publish never do). Building it checks what
-would otherwise fail half-way: Java, when this process will start a Spark driver (not for Spark Connect, not when a
-session is given). It holds its run id's lock for its life, so a second run given the same id waits for this one.
+built, and Spark starts when a step first asks for it (ingest and publish never do), or in the background from
+`start_spark`. Building it checks what would otherwise fail half-way: Java, when this process will start a Spark
+driver (not for Spark Connect, not when a session is given). It holds its run id's lock for its life, so a second
+run given the same id waits for this one.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -38,6 +40,7 @@ class RunContext:
     trigger: str = "manual"
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
+    _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._spark is None:
@@ -51,10 +54,26 @@ class RunContext:
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
+            self.start_spark()
+            assert self._starting is not None
+            self._spark = self._starting.result()
+        return self._spark
+
+    def start_spark(self) -> None:
+        """Start the session in a background thread: the JVM takes seconds to start, and `rebalance run` ingests
+        (pure Python) meanwhile; the first step that needs Spark waits for it (and gets any error it raised)."""
+        if self._spark is None and self._starting is None:
             from jobs.io.spark import get_spark
 
-            self._spark = get_spark(self.config.spark_master)
-        return self._spark
+            pool = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
+            self._starting = pool.submit(get_spark, self.config.spark_master)
+            pool.shutdown(wait=False)
+
+    def settle(self) -> None:
+        """Wait for a background start to finish, ignoring its outcome: a run that fails before it needs Spark
+        prints its error after the JVM's start-up lines, as the last line."""
+        if self._starting is not None:
+            wait([self._starting])
 
     @classmethod
     def create(

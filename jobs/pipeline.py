@@ -186,10 +186,15 @@ def run(
     from jobs.steps import report as report_step
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
+    ctx.start_spark()  # the JVM starts while ingest runs
     ingested, published, pages = None, [], {}
     for name in NIGHTLY:
         if name == "ingest":
-            ingested = ingest.run(ctx)
+            try:
+                ingested = ingest.run(ctx)
+            except BaseException:
+                ctx.settle()
+                raise
         elif name == "publish":
             published = publish.run(ctx)
         elif name == "report":
