@@ -69,21 +69,9 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
 
     def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sinks = {name: ParquetSink(directory, _SCHEMAS[name]) for name, directory in settings.directories.items()}
-        for rows in group_rows(batches):
-            group = build_group(rows, settings.counts, settings.load_source)
-            if group is None:
-                continue
-            sinks[PARTITION_LOADS.name].write(load_rows(group))
-            bound = load_bound(group.spec)
-            candidates = []
-            for strategy in settings.strategies:
-                plan_rows, diffs, metrics = candidate(group, strategy, bound)
-                sinks[PLANS.name].write(plan_rows)
-                sinks[PLAN_DIFFS.name].write(diffs)
-                candidates += [metrics] if metrics else []
-            yield outcome_batch(choose_candidate(candidates), group.loads.label)
+        yield from plan_groups(group_rows(batches), settings, sinks)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
-        release_memory()
+        release_memory()  # after plan_groups returned: its frame held the last group and the task's rows
         yield pa.RecordBatch.from_pydict(
             {"table": [n for n, _ in files], "path": [p for _, p in files]} | _nulls(OUTCOME, len(files)),
             schema=OUTCOME,
@@ -99,6 +87,25 @@ def release_memory() -> None:
     libc = ctypes.CDLL(None)
     if hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+def plan_groups(
+    groups: Iterable[pa.Table], settings: PlanSettings, sinks: Mapping[str, ParquetSink]
+) -> Iterator[pa.RecordBatch]:
+    """Plan each group's rows with every strategy: plan rows, diffs and loads into the sinks, outcomes out."""
+    for rows in groups:
+        group = build_group(rows, settings.counts, settings.load_source)
+        if group is None:
+            continue
+        sinks[PARTITION_LOADS.name].write(load_rows(group))
+        bound = load_bound(group.spec)
+        candidates = []
+        for strategy in settings.strategies:
+            plan_rows, diffs, metrics = candidate(group, strategy, bound)
+            sinks[PLANS.name].write(plan_rows)
+            sinks[PLAN_DIFFS.name].write(diffs)
+            candidates += [metrics] if metrics else []
+        yield outcome_batch(choose_candidate(candidates), group.loads.label)
 
 
 _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}

@@ -218,7 +218,10 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
         return {}
     plans = lake.read_arrow(
         "plans",
-        [("generation_id", "in", keys.column("generation_id").to_pylist())],
+        [
+            ("generation_id", "in", keys.column("generation_id").to_pylist()),
+            ("strategy", "in", sorted(set(keys.column("strategy").to_pylist()))),
+        ],
         columns=("group_id", "generation_id", "strategy", "member", "weight"),
     )
     plans = plans.join(keys, ["group_id", "generation_id", "strategy"], join_type="inner")
