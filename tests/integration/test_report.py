@@ -7,6 +7,7 @@ tests/artifacts/report/.
 from __future__ import annotations
 
 import base64
+import importlib
 import itertools
 import json
 import os
@@ -227,6 +228,14 @@ def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path,
         p.relative_to(tmp_path / "together") for p in together
     ]
     assert all(a.read_bytes() == t.read_bytes() for a, t in zip(alone, together, strict=True))
+
+
+def test_pages_are_the_same_when_member_loads_are_tallied_a_few_rows_at_a_time(built, tmp_path, monkeypatch):
+    lake, _ = built
+    whole = write_reports(projected(lake.read_arrow), tmp_path / "whole")
+    monkeypatch.setattr(importlib.import_module("jobs.report.collect"), "TALLY_ROWS", 3)
+    chunked = write_reports(projected(lake.read_arrow), tmp_path / "chunked")
+    assert all(c.read_bytes() == w.read_bytes() for c, w in zip(chunked, whole, strict=True))
 
 
 def test_every_figure_is_a_valid_plotly_figure(built):
