@@ -69,6 +69,17 @@ class RunContext:
             self._starting = pool.submit(get_spark, self.config.spark_master)
             pool.shutdown(wait=False)
 
+    def stop_spark(self) -> None:
+        """Stop the session this context started, and its driver JVM; a session it was given is left running."""
+        if self._starting is None:
+            return
+        self.settle()
+        if self._starting.exception() is None:
+            from jobs.io.spark import stop_spark
+
+            stop_spark(self._starting.result())
+        self._spark, self._starting = None, None
+
     def settle(self) -> None:
         """Wait for a background start to finish, ignoring its outcome: a run that fails before it needs Spark
         prints its error after the JVM's start-up lines, as the last line."""

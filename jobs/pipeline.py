@@ -182,6 +182,7 @@ def run(
 ) -> PipelineResult:
     """Run every nightly step in one context; re-running the same run id rewrites the same rows."""
     from jobs.context import RunContext
+    from jobs.kernels.memory import release_memory
     from jobs.steps import ingest, publish
     from jobs.steps import report as report_step
 
@@ -196,10 +197,12 @@ def run(
                 ctx.settle()
                 raise
         elif name == "publish":
+            ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back first
             published = publish.run(ctx)
         elif name == "report":
             pages = report_step.run(ctx)
         else:
             STEPS[name](ctx, {})
+        release_memory()  # each step starts from what it needs, not from the peak of the one before
     assert ingested is not None
     return PipelineResult(ctx.run_id, ingested, published, pages)

@@ -195,6 +195,24 @@ def _check_reachable(remote: str, timeout: float = 10.0) -> None:
         raise SourceError(f"Spark Connect server {remote} is not reachable: {e.strerror or e}") from None
 
 
+def stop_spark(spark: SparkSession) -> None:
+    """Stop a session and, for a classic one, its driver JVM (PythonGatewayServer exits when its stdin closes), so
+    the JVM's memory is back before what follows; a later `get_spark` starts a new one."""
+    from pyspark import SparkContext
+
+    gateway = None if is_connect(spark) else SparkContext._gateway
+    spark.stop()
+    if gateway is None:
+        return
+    gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stdin is not None:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
 def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: pa.Schema) -> DataFrame:
     """Driver-side rows as a DataFrame, handed over as Arrow: from a Python list, even an empty one, Spark starts
     Python workers (a second daemon beside the kernels' ones, ~180 MB) just to unpickle the rows."""

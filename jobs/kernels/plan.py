@@ -10,7 +10,6 @@ to Delta.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import uuid
@@ -24,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs.kernels.loads import Loads, choose
+from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
 from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key
 from planner.load import load_bound
@@ -78,15 +78,6 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
         )
 
     return kernel
-
-
-def release_memory() -> None:
-    """Hand the memory the task freed back to the OS: Spark keeps the worker for the next task, and Arrow's pool
-    and glibc (its trim threshold is raised for speed, `jobs.io.spark.MALLOC_ENV`) would hold a group's peak."""
-    pa.default_memory_pool().release_unused()
-    libc = ctypes.CDLL(None)
-    if hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
 
 
 def plan_groups(
