@@ -41,6 +41,7 @@ class RunContext:
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
+    _owns_jvm: bool = field(default=False, init=False, repr=False)  # the driver JVM is this context's to stop
 
     def __post_init__(self) -> None:
         if self._spark is None:
@@ -63,22 +64,27 @@ class RunContext:
         """Start the session in a background thread: the JVM takes seconds to start, and `rebalance run` ingests
         (pure Python) meanwhile; the first step that needs Spark waits for it (and gets any error it raised)."""
         if self._spark is None and self._starting is None:
-            from jobs.io.spark import get_spark
+            from pyspark import SparkContext
 
+            from jobs.io.spark import SparkSettings, get_spark
+
+            # A session already in this process (a test's, the demo's) is returned by getOrCreate: not ours.
+            self._owns_jvm = SparkContext._active_spark_context is None and not SparkSettings.from_env().remote
             pool = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
             self._starting = pool.submit(get_spark, self.config.spark_master)
             pool.shutdown(wait=False)
 
     def stop_spark(self) -> None:
-        """Stop the session this context started, and its driver JVM; a session it was given is left running."""
-        if self._starting is None:
+        """Stop the driver JVM this context started, to free its memory; a session it was given or found running in
+        the process, and a Spark Connect one (its JVM is elsewhere), are left as they are."""
+        if self._starting is None or not self._owns_jvm:
             return
         self.settle()
         if self._starting.exception() is None:
             from jobs.io.spark import stop_spark
 
             stop_spark(self._starting.result())
-        self._spark, self._starting = None, None
+        self._spark, self._starting, self._owns_jvm = None, None, False
 
     def settle(self) -> None:
         """Wait for a background start to finish, ignoring its outcome: a run that fails before it needs Spark
