@@ -62,13 +62,19 @@ SUMMARY = {
 }
 
 
+def import_great_expectations() -> None:
+    """Import Great Expectations (seconds of module loading), with its usage analytics off."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations.expectations  # noqa: F401
+
+
 def validate(
     frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
 ) -> list[dict[str, Any]]:
     """Run the suite with Great Expectations; one result per expectation: verdict and, unless the result format
     is BOOLEAN_ONLY, the unexpected count and the first unexpected rows (DETAIL_ROWS of them, whichever
     generations they belong to)."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import_great_expectations()
     import great_expectations as gx
     import great_expectations.expectations as gxe
     from great_expectations.core.expectation_suite import ExpectationSuite
