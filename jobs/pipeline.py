@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from threading import Thread
 from typing import TYPE_CHECKING, Any
 
 from jobs.config import Config
@@ -185,7 +184,7 @@ def run(
     """Run every nightly step in one context; re-running the same run id rewrites the same rows."""
     from jobs.context import RunContext
     from jobs.kernels.memory import release_memory
-    from jobs.steps import gate, ingest, publish
+    from jobs.steps import ingest, publish
     from jobs.steps import report as report_step
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
@@ -198,10 +197,6 @@ def run(
             except BaseException:
                 ctx.settle()
                 raise
-        elif name == "plan":
-            # Great Expectations takes seconds to import: the gate's import runs while Spark plans (the driver waits).
-            Thread(target=gate.import_great_expectations, name="gx-import", daemon=True).start()
-            STEPS[name](ctx, {})
         elif name == "gate":
             STEPS[name](ctx, {})
             ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back first

@@ -40,7 +40,8 @@ OUTCOME = pa.schema(
     ]
 )
 
-ROW_GROUP_ROWS = 1 << 20  # plan rows buffered per Parquet row group: small groups share one, a large one splits
+ROW_GROUP_ROWS = 1 << 20  # plan rows per Parquet row group: small groups share one, a large one splits
+FLUSH_ROWS = ROW_GROUP_ROWS // 2  # rows buffered before writing: a large candidate is written before the next is built
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,12 @@ def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     if not received:
         return
     rows = pa.Table.from_batches(received)
-    rows = rows.take(pc.sort_indices(rows.column("group_id"))).combine_chunks()  # one take, then zero-copy slices
+    del received  # the batches are freed once the rows are sorted, not held beside their sorted copy
     ids = rows.column("group_id")
+    if pc.count_distinct(ids).as_py() > 1:  # one group (the rows of a large one) needs no sorting
+        rows = rows.take(pc.sort_indices(ids))
+        ids = rows.column("group_id")
+    rows = rows.combine_chunks()  # then zero-copy slices
     edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
     for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
         yield rows.slice(start, end - start)
@@ -396,7 +401,7 @@ class ParquetSink:
     def write(self, table: pa.Table) -> None:
         self.pending.append(table)
         self.rows += table.num_rows
-        if self.rows >= ROW_GROUP_ROWS:
+        if self.rows >= FLUSH_ROWS:
             self._flush()
 
     def close(self) -> str | None:
