@@ -113,12 +113,13 @@ def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     if not received:
         return
     rows = pa.Table.from_batches(received)
-    del received  # the batches are freed once the rows are sorted, not held beside their sorted copy
+    del received  # the batches are freed with the rows: never held beside a sorted copy
     ids = rows.column("group_id")
-    if pc.count_distinct(ids).as_py() > 1:  # one group (the rows of a large one) needs no sorting
-        rows = rows.take(pc.sort_indices(ids))
-        ids = rows.column("group_id")
-    rows = rows.combine_chunks()  # then zero-copy slices
+    if pc.count_distinct(ids).as_py() == 1:  # one group (the rows of a large one): nothing to sort or split
+        yield rows
+        return
+    rows = rows.take(pc.sort_indices(ids)).combine_chunks()  # one take, then zero-copy slices
+    ids = rows.column("group_id")
     edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
     for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
         yield rows.slice(start, end - start)

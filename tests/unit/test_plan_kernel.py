@@ -117,6 +117,12 @@ def test_a_tasks_rows_come_back_one_table_per_group_in_group_order():
     assert list(group_rows(iter([]))) == []
 
 
+def test_a_task_holding_one_group_gets_its_rows_back_whole_in_the_order_received():
+    batches = [pa.record_batch({"group_id": ["big"] * 3, "n": [i, i + 2, i + 1]}) for i in (0, 10)]
+    (group,) = group_rows(iter([*batches, pa.record_batch({"group_id": [], "n": []}, schema=batches[0].schema)]))
+    assert group.to_pydict() == {"group_id": ["big"] * 6, "n": [0, 2, 1, 10, 12, 11]}
+
+
 def measured(*pairs: tuple[str, list[int], list[float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {s: (np.asarray(p), np.asarray(v, dtype=np.float64)) for s, p, v in pairs}
 
