@@ -9,12 +9,10 @@ than `json.dump` of `to_json()`.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import io
 import json
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import IO, Any
@@ -22,6 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from planner.assignors import load, owners_from, protocol_of
+from planner.gc_pause import gc_paused
 from planner.group import GroupSpec, from_snapshot, is_snapshot, parse_group
 
 Assignment = dict[str, list[tuple[str, int]]]
@@ -129,7 +128,7 @@ def by_member(group: GroupSpec, parts: np.ndarray, members: np.ndarray) -> Assig
     names = np.asarray(group.topics, dtype=object)[topic].tolist()
     numbers = (parts - group.topic_start[topic]).tolist()
     bounds = np.searchsorted(members, np.arange(len(group.members) + 1)).tolist()
-    with _no_gc():
+    with gc_paused():
         pairs = list(zip(names, numbers, strict=True))
         return {m: pairs[bounds[i] : bounds[i + 1]] for i, m in enumerate(group.members)}
 
@@ -143,22 +142,6 @@ def _sorted_pairs(members: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, n
 def _owned_pairs(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     parts = np.flatnonzero(owner >= 0)
     return parts, owner[parts]
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building millions of tuples and lists at once.
-
-    Why: each batch of new containers triggers a collection that walks young (and, in turn, old) objects; with
-    a parsed input alive, the compact form of a million partitions takes almost twice as long otherwise.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def assign(strategy: str, group: Mapping[str, Any]) -> AssignmentResult:
@@ -226,7 +209,7 @@ def write_json(result: AssignmentResult, stream: IO[Any], *, compact: bool, grou
     text = isinstance(stream, io.TextIOBase)
     # Why the collector stays off until the document is freed: a million new tuples or lists would otherwise
     # cost one full walk after encoding, for objects that die the moment it ends.
-    with _no_gc():
+    with gc_paused():
         doc = {**head, **(compact_json(result) if compact else _full_json(result))}
         data = _encode(doc, ascii_only=text and encoding not in ("", "utf8"))
         del doc
@@ -290,7 +273,7 @@ def _by_topic(
     ends = np.append(starts[1:], len(parts))[: len(starts)].tolist()
     run_topic = np.asarray(group.topics, dtype=object)[topic[starts]].tolist()
     bounds = np.searchsorted(members[starts], np.arange(len(group.members) + 1)).tolist()
-    with _no_gc():
+    with gc_paused():
         runs = [numbers[a:b] for a, b in zip(starts.tolist(), ends, strict=True)]
         return {
             m: dict(zip(run_topic[bounds[i] : bounds[i + 1]], runs[bounds[i] : bounds[i + 1]], strict=True))

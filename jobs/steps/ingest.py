@@ -10,13 +10,11 @@ leaves rows no snapshot id in `snapshots` leads to; re-running its run id comple
 
 from __future__ import annotations
 
-import gc
 import glob
 import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import chain, count, repeat
@@ -33,6 +31,7 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from planner.errors import InputError
+from planner.gc_pause import gc_paused
 from schemas.reader import json_lines_of, read_json_documents
 from schemas.rules import Limits, document_errors, parse_timestamp
 from schemas.spec import TOPIC_PARTITION
@@ -94,7 +93,7 @@ def ingest_documents(
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
     snapshot = _Snapshot(snapshot_id, run_id, received_at, source)
-    with _cyclic_gc_paused():
+    with gc_paused():
         for raw in documents:
             snapshot.take(raw)
     snapshot.write(lake)
@@ -183,23 +182,6 @@ def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
         return files.num_rows > 0
     lows, highs = files.column("min.snapshot_id").to_pylist(), files.column("max.snapshot_id").to_pylist()
     return any(low is None or high is None or low <= snapshot_id <= high for low, high in zip(lows, highs, strict=True))
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a block (reference counting still frees everything).
-
-    Reading a thousand groups allocates millions of acyclic lists and dicts that live while their group is checked;
-    the collector cannot free any of them, yet they trigger a full collection over the whole heap every few groups,
-    a fifth of ingest's CPU time.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def run(
