@@ -97,6 +97,8 @@ class RunningGroup:
     # Written by each member's own thread after every poll: clients are not thread-safe, so no other thread
     # may call consumer.assignment() (kafka-python blocks on the coordinator lock held by poll()).
     assigned: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)
+    # Raised by wait_settled when the group stays Stable without settling: each member re-subscribes once per raise.
+    rejoins: int = 0
 
     def assignments(self) -> dict[str, set[TopicPartition]]:
         """Each member's current assignment as its own client last reported it, keyed by client id."""
@@ -323,8 +325,13 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
     from kafka.structs import OffsetAndMetadata
     from kafka.structs import TopicPartition as KTP
 
+    rejoins = 0
     try:
         while not stop.is_set():
+            if rejoins < group.rejoins:
+                rejoins = group.rejoins
+                consumer.unsubscribe()
+                consumer.subscribe(list(group.spec.topics))
             consumer.poll(timeout_ms=200)
             assignment = consumer.assignment()
             group.assigned[consumer.config["client_id"]] = _client_assignment(assignment)
@@ -332,8 +339,9 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
                 key = (tp.topic, tp.partition)
                 if key in group.committed:
                     consumer.pause(tp)  # reached its target: stop fetching, keep heartbeating
-                elif consumer.position(tp) >= group.targets[key]:
-                    with contextlib.suppress(KafkaError):  # a rebalance in flight: retried next loop
+                    continue
+                with contextlib.suppress(KafkaError):  # a rebalance in flight: retried next loop
+                    if consumer.position(tp, timeout_ms=1_000) >= group.targets[key]:
                         consumer.commit({KTP(*key): OffsetAndMetadata(group.targets[key], "", -1)})
                         group.committed[key] = group.targets[key]
     except Exception as exc:  # noqa: BLE001 - reported by wait_settled instead of dying silently
@@ -374,8 +382,13 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
     from confluent_kafka import TopicPartition as CTP
 
     seen: dict[TopicPartition, int] = {}
+    rejoins = 0
     try:
         while not stop.is_set():
+            if rejoins < group.rejoins:
+                rejoins = group.rejoins
+                consumer.unsubscribe()
+                consumer.subscribe(list(group.spec.topics))
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 seen[(msg.topic(), msg.partition())] = msg.offset() + 1
@@ -399,12 +412,15 @@ def _client_assignment(assignment: Any) -> frozenset[TopicPartition]:
     return frozenset((tp.topic, tp.partition) for tp in assignment)
 
 
+REJOIN_AFTER_S = 10.0  # how long a group may stay Stable without settling before its members are asked to rejoin
+
+
 def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: float = 90.0) -> None:
     """Block until every group is Stable with all its members, all targets committed and clients agreeing."""
     from kafka import KafkaAdminClient
 
     deadline = time.monotonic() + timeout_s
-    pending = list(groups)
+    stuck_since: dict[str, float] = {}
     with KafkaAdminClient(bootstrap_servers=[bootstrap], client_id="demo-watch") as admin:
         while True:
             for group in groups.values():
@@ -414,9 +430,18 @@ def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: 
             pending = [g for g in groups if not _settled(groups[g], described[g])]
             if not pending:
                 return
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 states = {g: described[g]["group_state"] for g in pending}
                 raise DemoClusterError(f"groups did not settle within {timeout_s:.0f}s: {states}")
+            # A group Stable but not settled for a while is one whose clients lost a round (kafka-python under load
+            # can end a cooperative round with revoked partitions left unassigned): its members join again.
+            for g in pending:
+                if described[g]["group_state"] != "Stable":
+                    stuck_since.pop(g, None)
+                elif now - stuck_since.setdefault(g, now) > REJOIN_AFTER_S:
+                    groups[g].rejoins += 1
+                    del stuck_since[g]
             time.sleep(0.3)
 
 
