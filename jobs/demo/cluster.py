@@ -328,10 +328,7 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
     rejoins = 0
     try:
         while not stop.is_set():
-            if rejoins < group.rejoins:
-                rejoins = group.rejoins
-                consumer.unsubscribe()
-                consumer.subscribe(list(group.spec.topics))
+            rejoins = _rejoin_if_asked(consumer, group, rejoins)
             consumer.poll(timeout_ms=200)
             assignment = consumer.assignment()
             group.assigned[consumer.config["client_id"]] = _client_assignment(assignment)
@@ -385,10 +382,7 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
     rejoins = 0
     try:
         while not stop.is_set():
-            if rejoins < group.rejoins:
-                rejoins = group.rejoins
-                consumer.unsubscribe()
-                consumer.subscribe(list(group.spec.topics))
+            rejoins = _rejoin_if_asked(consumer, group, rejoins)
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 seen[(msg.topic(), msg.partition())] = msg.offset() + 1
@@ -406,6 +400,15 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
         group.errors.append(f"{client_id}: {exc!r}")
     finally:
         consumer.close()
+
+
+def _rejoin_if_asked(consumer: Any, group: RunningGroup, handled: int) -> int:
+    """Re-subscribe (leave and join again) when wait_settled asked the group to rejoin since this member last did;
+    returns the requests now handled. Both clients take the same two calls."""
+    if handled < group.rejoins:
+        consumer.unsubscribe()
+        consumer.subscribe(list(group.spec.topics))
+    return group.rejoins
 
 
 def _client_assignment(assignment: Any) -> frozenset[TopicPartition]:
