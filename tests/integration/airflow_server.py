@@ -65,14 +65,31 @@ class AirflowServer:
         return self.api.get(path, headers={"Accept": "application/json"}).raise_for_status().text
 
     def failures(self, run: Mapping[str, Any]) -> str:
-        """The run's failed tasks with the tail of each one's log: the message of a failed success assertion."""
+        """The run's failed tasks with the tail of each one's log, and what the scheduler logged about the run: the
+        message of a failed success assertion (a task the scheduler failed has nothing in its own log)."""
         dag_id, run_id = run["dag_id"], run["dag_run_id"]
         tasks = self.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").raise_for_status().json()
         failed = [t for t in tasks["task_instances"] if t["state"] == "failed"]
-        return "\n".join(
+        logs = [
             f"{t['task_id']}: {self.task_log(dag_id, run_id, t['task_id'], max(t['try_number'], 1))[-3000:]}"
             for t in failed
-        ) or str(run["state"])
+        ]
+        log = self.home / "scheduler.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        scheduler = [line for line in lines if run_id in line]
+        return "\n".join([*logs, "scheduler:", *scheduler[-20:]]) if failed else str(run["state"])
+
+    def worker_exit_seen(self, dag_id: str, run_id: str, task_id: str) -> bool | None:
+        """Whether the scheduler has processed the exit of the task's worker process (True), else None.
+
+        A task parked in `awaiting_input` must not be answered before then: Airflow 3.3's LocalExecutor would take
+        the parked worker's late exit for the resumed try's (same key), and the scheduler fails the resumed task
+        as "killed externally", with nothing in its log.
+        """
+        log = self.home / "scheduler.log"
+        wanted = f"dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return any("TaskInstance Finished" in line and wanted in line for line in lines) or None
 
     def listening(self) -> set[tuple[str, int]]:
         """The (address, port) pairs on which any process of the deployment (children included) listens."""
@@ -120,6 +137,8 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str] = {}) -> dict[st
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            # The scheduler's account of each task exit ("TaskInstance Finished"): `worker_exit_seen` reads it.
+            "AIRFLOW__LOGGING__NAMESPACE_LEVELS": "airflow.jobs.scheduler_job_runner=INFO",
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),

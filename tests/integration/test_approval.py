@@ -8,6 +8,7 @@ import secrets
 import threading
 import time
 from datetime import UTC, datetime
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -387,6 +388,8 @@ def test_under_the_real_scheduler_the_approval_task_waits_for_the_reviewer_and_r
 
         server.wait_for("the approval task awaiting input", awaiting, 600.0, every=2.0)
         asked = time.monotonic()
+        parked = partial(server.worker_exit_seen, dag_id, run_id, "approval")
+        server.wait_for("the scheduler seeing the parked approval worker exit", parked, 120.0)
         detail = api.get(f"{task}/-1/hitlDetails").raise_for_status().json()
         assert "| payments | 2 | range |" in detail["body"]
         answer = {"chosen_options": ["Approve"], "params_input": {"comment": "one more member, fine"}}

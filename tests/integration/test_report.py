@@ -7,6 +7,7 @@ tests/artifacts/report/.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import itertools
 import json
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -528,16 +530,23 @@ class Browser:
         path.write_bytes(base64.b64decode(shot["data"]))
 
     def close(self) -> None:
-        """Close the socket and stop chromium by its PID."""
+        """Close the socket, stop chromium and every process it forked by PID, then remove the profile.
+
+        The browser process can exit while its storage service still writes the profile: the profile goes only
+        once every process of the tree is gone (or a zombie nobody reaps).
+        """
         if hasattr(self, "socket"):
             self.socket.close()
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        try:
+            tree = [self.process.pid, *(p.pid for p in psutil.Process(self.process.pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            tree = [self.process.pid]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            if _all_gone(tree, self.process, within=10.0):
+                break
         self.profile.cleanup()
 
     def _receive(self) -> dict[str, Any]:
@@ -545,3 +554,19 @@ class Browser:
         if "method" in message:
             self.events.append(message)
         return message
+
+
+def _all_gone(pids: list[int], root: subprocess.Popen, within: float) -> bool:
+    """Whether every process in `pids` exits (or is left a zombie) within `within` seconds; `root` is reaped."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        root.poll()
+        alive = []
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
