@@ -197,15 +197,14 @@ def run(
             except BaseException:
                 ctx.settle()
                 raise
-        elif name == "gate":
-            STEPS[name](ctx, {})
-            ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back first
         elif name == "publish":
             published = publish.run(ctx)
         elif name == "report":
             pages = report_step.run(ctx)
         else:
             STEPS[name](ctx, {})
+        if name == "gate":
+            ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back first
         release_memory()  # each step starts from what it needs, not from the peak of the one before
     assert ingested is not None
     return PipelineResult(ctx.run_id, ingested, published, pages)

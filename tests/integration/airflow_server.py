@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 import psutil
+from processes import stop_tree
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = REPO / "dags"
@@ -74,9 +74,7 @@ class AirflowServer:
             f"{t['task_id']}: {self.task_log(dag_id, run_id, t['task_id'], max(t['try_number'], 1))[-3000:]}"
             for t in failed
         ]
-        log = self.home / "scheduler.log"
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-        scheduler = [line for line in lines if run_id in line]
+        scheduler = [line for line in _lines(self.home / "scheduler.log") if run_id in line]
         return "\n".join([*logs, "scheduler:", *scheduler[-20:]]) if failed else str(run["state"])
 
     def worker_exit_seen(self, dag_id: str, run_id: str, task_id: str) -> bool | None:
@@ -86,9 +84,8 @@ class AirflowServer:
         the parked worker's late exit for the resumed try's (same key), and the scheduler fails the resumed task
         as "killed externally", with nothing in its log.
         """
-        log = self.home / "scheduler.log"
         wanted = f"dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        lines = _lines(self.home / "scheduler.log")
         return any("TaskInstance Finished" in line and wanted in line for line in lines) or None
 
     def listening(self) -> set[tuple[str, int]]:
@@ -151,8 +148,13 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str] = {}) -> dict[st
     return env
 
 
+def _lines(log: Path) -> list[str]:
+    """A component's log as lines, none before it exists."""
+    return log.read_text(errors="replace").splitlines() if log.exists() else []
+
+
 def _tail(log: Path, lines: int = 40) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else "(no log)"
+    return "\n".join(_lines(log)[-lines:]) or "(no log)"
 
 
 def _start(name: str, port: int, env: Mapping[str, str], home: Path) -> subprocess.Popen:
@@ -168,32 +170,6 @@ def _start(name: str, port: int, env: Mapping[str, str], home: Path) -> subproce
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-def _stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
-    """SIGTERM the component's process group, wait, then SIGKILL the group and each descendant that left it.
-
-    Spark's JVM and its Python worker daemon run in process groups of their own, so they are killed by PID.
-    """
-    try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(descendants, timeout=grace)
 
 
 def _responds(api: httpx.Client) -> bool | None:
@@ -243,7 +219,7 @@ def airflow_server(home: Path, env: Mapping[str, str] = {}, *, timeout: float = 
         # Stopped in reverse start order: the scheduler (and the tasks it forked) before the api-server.
         for name in COMPONENTS:
             processes[name] = _start(name, port, full_env, home)
-            stack.callback(_stop, processes[name])
+            stack.callback(stop_tree, processes[name])
             if name == "api-server":
                 server.wait_for("the api-server", lambda: _responds(api), timeout)
         server.wait_for("a healthy api-server, scheduler and dag-processor", lambda: _health(api), timeout)

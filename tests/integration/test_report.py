@@ -7,13 +7,10 @@ tests/artifacts/report/.
 from __future__ import annotations
 
 import base64
-import contextlib
 import importlib
 import itertools
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -23,12 +20,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
+from processes import stop_tree
 
 from jobs import pipeline
 from jobs.config import Config
@@ -464,6 +461,7 @@ class Browser:
             [str(CHROMIUM), *self.FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stop_tree ends it whole
         )
         self.events: list[dict[str, Any]] = []
         self.ids = itertools.count(1)
@@ -530,23 +528,11 @@ class Browser:
         path.write_bytes(base64.b64decode(shot["data"]))
 
     def close(self) -> None:
-        """Close the socket, stop chromium and every process it forked by PID, then remove the profile.
-
-        The browser process can exit while its storage service still writes the profile: the profile goes only
-        once every process of the tree is gone (or a zombie nobody reaps).
-        """
+        """Close the socket, stop chromium and every process it forked, then remove the profile (once none of them
+        can still be writing it)."""
         if hasattr(self, "socket"):
             self.socket.close()
-        try:
-            tree = [self.process.pid, *(p.pid for p in psutil.Process(self.process.pid).children(recursive=True))]
-        except psutil.NoSuchProcess:
-            tree = [self.process.pid]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
-            if _all_gone(tree, self.process, within=10.0):
-                break
+        stop_tree(self.process, grace=10.0)
         self.profile.cleanup()
 
     def _receive(self) -> dict[str, Any]:
@@ -554,19 +540,3 @@ class Browser:
         if "method" in message:
             self.events.append(message)
         return message
-
-
-def _all_gone(pids: list[int], root: subprocess.Popen, within: float) -> bool:
-    """Whether every process in `pids` exits (or is left a zombie) within `within` seconds; `root` is reaped."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        root.poll()
-        alive = []
-        for pid in pids:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-        if not alive:
-            return True
-        time.sleep(0.05)
-    return False
