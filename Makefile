@@ -4,11 +4,14 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := openjdk-17-jre-headless chromium chromium-driver
+APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 
 .PHONY: install system demo test test-fast lint typecheck bench spark-connect clean
 
-install: system $(STAMP)
+KAFKA_LIB := .cache/kafka/lib
+KAFKA_STAMP := $(KAFKA_LIB)/.resolved
+
+install: system $(STAMP) $(KAFKA_STAMP)
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml
@@ -17,14 +20,25 @@ $(STAMP): constraints.txt pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt -e '.[demo,dev]'
 	@touch $(STAMP)
 
-# Spark needs a JVM and the report tests a real browser: when java or chromium is missing and we are root,
-# install Debian's headless Java 17 and Chromium (with its driver) with apt.
+# Apache Kafka for the demo, the tests and the benches: Maven copies the broker, its CLIs and a log4j2 binding from
+# Maven Central into a git-ignored cache, once (again only when the pom changes).
+$(KAFKA_STAMP): jvm/kafka-runtime/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to resolve Apache Kafka" >&2; exit 1; }
+	@rm -rf $(KAFKA_LIB)
+	@mvn -q -B -Dstyle.color=never -f jvm/kafka-runtime/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIB) \
+	  || { echo "Maven could not resolve Apache Kafka from Maven Central (jvm/kafka-runtime/pom.xml): check the network or ~/.m2/settings.xml" >&2; exit 1; }
+	@touch $@
+
+# Spark and Kafka need a JVM, Kafka's resolution Maven, the report tests a real browser: when java, mvn or chromium
+# is missing and we are root, install Debian's headless Java 17, Maven and Chromium (with its driver) with apt.
 system:
-	@if ! command -v java >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
+	@if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	  elif ! command -v java >/dev/null 2>&1; then \
 	    echo "java is missing: install a Java 17 runtime (openjdk-17-jre-headless)" >&2; exit 1; \
+	  elif ! command -v mvn >/dev/null 2>&1; then \
+	    echo "mvn is missing: install Maven 3 (maven) to resolve Apache Kafka" >&2; exit 1; \
 	  else echo "chromium is missing: the browser test of the report will be skipped" >&2; fi; fi
 
 demo: install
@@ -53,4 +67,4 @@ spark-connect: install
 	$(BIN)/python -m jobs.io.spark_servers connect --port 15002
 
 clean:
-	rm -rf $(VENV) .airflow lake .pytest_cache tests/artifacts
+	rm -rf $(VENV) .cache .airflow lake .pytest_cache tests/artifacts

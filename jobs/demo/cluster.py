@@ -1,4 +1,4 @@
-"""A live Kafka playground on 127.0.0.1: an embedded noida-db broker, skewed keyed traffic, real consumer groups.
+"""A live Kafka playground on 127.0.0.1: Apache Kafka (KRaft), skewed keyed traffic, real consumer groups.
 
 `running()` is what `make demo`, the Kafka tests and the pull benchmark use: it starts (or reuses) a broker,
 creates topics, produces keyed traffic where a few hot keys carry much of the load, runs real consumer groups
@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-import shutil
-import socket
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
+from jobs.io.kafka_broker import Broker, broker
 from planner.errors import SourceError
 
 TopicPartition = tuple[str, int]
@@ -31,15 +26,6 @@ Strategy = Literal["range", "roundrobin", "sticky", "cooperative-sticky"]
 
 class DemoClusterError(SourceError):
     """The playground could not be started or did not settle in time."""
-
-
-@dataclass(frozen=True)
-class Broker:
-    """A running noida-db Kafka-protocol broker: its loopback address, process id and data directory."""
-
-    bootstrap: str
-    pid: int
-    data_dir: str
 
 
 @dataclass(frozen=True)
@@ -114,81 +100,6 @@ class Cluster:
     topics: dict[str, int]
     produced: Produced
     groups: dict[str, RunningGroup]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def noida_binary() -> Path:
-    """Path of the noida-db executable shipped in the noida-db wheel."""
-    path = Path(str(resources.files("noida_db").joinpath("noida-db")))
-    if not path.is_file():
-        raise DemoClusterError(f"noida-db binary not found at {path}; install the dev extra (noida-db)")
-    path.chmod(0o755)
-    return path
-
-
-@contextlib.contextmanager
-def broker(
-    *, port: int | None = None, data_dir: str | None = None, startup_timeout_s: float = 30.0
-) -> Iterator[Broker]:
-    """Run noida-db (Kafka only) on 127.0.0.1 in a temporary data dir; stop it by PID and clean up on exit."""
-    port = port or free_port()
-    own_dir = data_dir is None
-    data = data_dir or tempfile.mkdtemp(prefix="rebalance-kafka-")
-    log = open(Path(data).parent / f"{Path(data).name}.log", "wb")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen(
-        [
-            str(noida_binary()),
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--only",
-            "kafka",
-            "--kafka-port",
-            str(port),
-            "--data-dir",
-            data,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        _wait_listening(proc, port, startup_timeout_s, log.name)
-        yield Broker(f"127.0.0.1:{port}", proc.pid, data)
-    finally:
-        _stop_process(proc)
-        log.close()
-        if own_dir:
-            shutil.rmtree(data, ignore_errors=True)
-            Path(log.name).unlink(missing_ok=True)
-
-
-def _wait_listening(proc: subprocess.Popen, port: int, timeout_s: float, log_path: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DemoClusterError(f"noida-db exited with {proc.returncode}; see {log_path}")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise DemoClusterError(f"noida-db did not listen on 127.0.0.1:{port} within {timeout_s:.0f}s")
-
-
-def _stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:

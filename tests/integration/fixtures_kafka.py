@@ -1,4 +1,4 @@
-"""Kafka fixtures: one noida-db broker per test session on a free 127.0.0.1 port, stopped by PID at the end."""
+"""Kafka fixtures: one Apache Kafka broker (KRaft) per test session on free 127.0.0.1 ports, stopped by PID at the end."""
 
 from __future__ import annotations
 
@@ -11,6 +11,6 @@ from jobs.demo.cluster import Broker, broker
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[Broker]:
-    """A real Kafka-protocol broker (noida-db) for the whole session; torn down by PID even if tests fail."""
+    """Apache Kafka for the whole session; torn down by PID even if tests fail."""
     with broker() as running:
         yield running
