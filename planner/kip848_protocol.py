@@ -156,12 +156,15 @@ def encode_request(request: DescribeRequest, version: int = HIGHEST_VERSION) -> 
     )
 
 
-def encode_request_header(version: int, correlation_id: int, client_id: str | None) -> bytes:
-    """Request header v2: RequestApiKey, RequestApiVersion, CorrelationId, ClientId (int16 length), tagged fields."""
-    _check_version(version)
+def encode_request_header(version: int, correlation_id: int, client_id: str | None, api_key: int = API_KEY) -> bytes:
+    """Request header v2: RequestApiKey, RequestApiVersion, CorrelationId, ClientId (int16 length), tagged fields.
+
+    The same header serves every flexible KIP-848 request (`api_key`: 69 ConsumerGroupDescribe by default)."""
+    if api_key == API_KEY:
+        _check_version(version)
     raw = None if client_id is None else client_id.encode("utf-8")
     client = struct.pack(">h", -1) if raw is None else struct.pack(">h", len(raw)) + raw
-    return struct.pack(">hhi", API_KEY, version, correlation_id) + client + NO_TAGGED_FIELDS
+    return struct.pack(">hhi", api_key, version, correlation_id) + client + NO_TAGGED_FIELDS
 
 
 def _topics(topics: tuple[AssignedTopic, ...]) -> bytes:

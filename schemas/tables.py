@@ -45,6 +45,7 @@ SNAPSHOTS = table(
         ("member_epoch", pa.int32()),
         ("target_assignment", pa.list_(TOPIC_PARTITION)),
         ("subscription_user_data", pa.string()),
+        ("topic_regex", pa.string()),
     ],
     "one row per group member of a snapshot (a group without members has one row with member_id '')",
 )

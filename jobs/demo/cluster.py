@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from jobs.io.kafka_broker import Broker, broker
@@ -30,7 +31,14 @@ class DemoClusterError(SourceError):
 
 @dataclass(frozen=True)
 class DemoGroup:
-    """A consumer group to run: its members, their client and assignor, and how far it consumes before committing."""
+    """A consumer group to run: its members, their client and assignor, and how far it consumes before committing.
+
+    Classic groups (`group_protocol="classic"`) run the client-side `strategy`. KIP-848 consumer groups
+    (`group_protocol="consumer"`, librdkafka members) are assigned by the broker's `remote_assignor` (None: the
+    broker's default, uniform); their members may subscribe to different topics (`subscriptions`, one tuple per
+    member), to a regular expression over topic names (`pattern`), and name their rack (`racks`). `topics` is
+    every topic the group consumes.
+    """
 
     group_id: str
     topics: tuple[str, ...]
@@ -39,8 +47,30 @@ class DemoGroup:
     client: Literal["kafka-python", "librdkafka"] = "kafka-python"
     static: bool = False
     commit_fraction: float = 0.5
+    group_protocol: Literal["classic", "consumer"] = "classic"
+    remote_assignor: str | None = None
+    subscriptions: tuple[tuple[str, ...], ...] = ()
+    pattern: str | None = None
+    racks: tuple[str, ...] = ()
+
+    def subscription(self, index: int) -> list[str]:
+        """What member `index` subscribes to: its own topics, the group's, or the pattern (librdkafka: '^regex')."""
+        if self.pattern is not None:
+            return [f"^{self.pattern}$"]
+        return list(self.subscriptions[index] if self.subscriptions else self.topics)
+
+    def prefixed(self, prefix: str) -> DemoGroup:
+        """The same group with `prefix` before its id and every topic name (several playgrounds share one broker)."""
+        return replace(
+            self,
+            group_id=prefix + self.group_id,
+            topics=tuple(prefix + t for t in self.topics),
+            subscriptions=tuple(tuple(prefix + t for t in ts) for ts in self.subscriptions),
+            pattern=None if self.pattern is None else re.escape(prefix) + self.pattern,
+        )
 
 
+_CONSUMER: dict[str, Any] = {"client": "librdkafka", "group_protocol": "consumer"}
 DEFAULT_TOPICS: dict[str, int] = {"orders": 12, "refunds": 4, "clicks": 6}
 DEFAULT_GROUPS: tuple[DemoGroup, ...] = (
     DemoGroup("billing-range", ("orders", "refunds"), 3, "range", commit_fraction=0.5),
@@ -49,6 +79,21 @@ DEFAULT_GROUPS: tuple[DemoGroup, ...] = (
     DemoGroup("payments-coop", ("orders", "refunds"), 2, "cooperative-sticky", commit_fraction=0.4),
     DemoGroup("ledger-static", ("orders",), 2, "range", static=True, commit_fraction=0.8),
     DemoGroup("clicks-rdkafka", ("clicks",), 1, "range", client="librdkafka", commit_fraction=0.3),
+    # KIP-848 consumer groups: the broker assigns (uniform by default, range when the members ask for it).
+    DemoGroup("orders-uniform-v2", ("orders", "refunds"), 3, **_CONSUMER, commit_fraction=0.5),
+    DemoGroup("refunds-range-v2", ("orders", "refunds"), 2, **_CONSUMER, remote_assignor="range", commit_fraction=0.6),
+    DemoGroup(
+        "mixed-subscriptions-v2",
+        ("orders", "refunds", "clicks"),
+        3,
+        **_CONSUMER,
+        subscriptions=(("orders",), ("orders", "clicks"), ("refunds", "clicks")),
+        commit_fraction=0.7,
+    ),
+    DemoGroup("pattern-v2", ("orders", "clicks"), 2, **_CONSUMER, pattern="(orders|clicks)", commit_fraction=0.4),
+    DemoGroup(
+        "racks-v2", ("clicks", "refunds"), 2, **_CONSUMER, racks=("az1", "az2"), static=True, commit_fraction=0.8
+    ),
 )
 
 
@@ -225,13 +270,13 @@ def _start_python_member(
     )
     group.members[client_id] = consumer
     thread = threading.Thread(
-        target=_python_member_loop, args=(consumer, group, stop), name=f"demo-{client_id}", daemon=True
+        target=_python_member_loop, args=(consumer, group, index, stop), name=f"demo-{client_id}", daemon=True
     )
     group.threads.append(thread)
     thread.start()
 
 
-def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Event) -> None:
+def _python_member_loop(consumer: Any, group: RunningGroup, index: int, stop: threading.Event) -> None:
     from kafka.errors import KafkaError
     from kafka.structs import OffsetAndMetadata
     from kafka.structs import TopicPartition as KTP
@@ -239,7 +284,7 @@ def _python_member_loop(consumer: Any, group: RunningGroup, stop: threading.Even
     rejoins = 0
     try:
         while not stop.is_set():
-            rejoins = _rejoin_if_asked(consumer, group, rejoins)
+            rejoins = _rejoin_if_asked(consumer, group, index, rejoins)
             consumer.poll(timeout_ms=200)
             assignment = consumer.assignment()
             group.assigned[consumer.config["client_id"]] = _client_assignment(assignment)
@@ -264,28 +309,39 @@ def _start_librdkafka_member(
     from confluent_kafka import Consumer  # dev dependency: only the demo runs a librdkafka member
 
     spec = group.spec
-    config = {
+    config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": spec.group_id,
         "client.id": client_id,
-        "partition.assignment.strategy": spec.strategy,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 30_000,
     }
+    if spec.group_protocol == "consumer":  # KIP-848: the broker assigns and sets the session and heartbeat timing
+        config["group.protocol"] = "consumer"
+        if spec.remote_assignor:
+            config["group.remote.assignor"] = spec.remote_assignor
+    else:
+        config |= {"partition.assignment.strategy": spec.strategy, "session.timeout.ms": 30_000}
     if spec.static:
         config["group.instance.id"] = f"{spec.group_id}-instance-{index}"
+    if spec.racks:
+        config["client.rack"] = spec.racks[index]
     consumer = Consumer(config)
-    consumer.subscribe(list(spec.topics))
+    consumer.subscribe(spec.subscription(index))
     group.members[client_id] = consumer
     thread = threading.Thread(
-        target=_librdkafka_member_loop, args=(consumer, client_id, group, stop), name=f"demo-{client_id}", daemon=True
+        target=_librdkafka_member_loop,
+        args=(consumer, client_id, group, index, stop),
+        name=f"demo-{client_id}",
+        daemon=True,
     )
     group.threads.append(thread)
     thread.start()
 
 
-def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, stop: threading.Event) -> None:
+def _librdkafka_member_loop(
+    consumer: Any, client_id: str, group: RunningGroup, index: int, stop: threading.Event
+) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as CTP
 
@@ -293,7 +349,7 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
     rejoins = 0
     try:
         while not stop.is_set():
-            rejoins = _rejoin_if_asked(consumer, group, rejoins)
+            rejoins = _rejoin_if_asked(consumer, group, index, rejoins)
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 seen[(msg.topic(), msg.partition())] = msg.offset() + 1
@@ -313,12 +369,12 @@ def _librdkafka_member_loop(consumer: Any, client_id: str, group: RunningGroup, 
         consumer.close()
 
 
-def _rejoin_if_asked(consumer: Any, group: RunningGroup, handled: int) -> int:
+def _rejoin_if_asked(consumer: Any, group: RunningGroup, index: int, handled: int) -> int:
     """Re-subscribe (leave and join again) when wait_settled asked the group to rejoin since this member last did;
     returns the requests now handled. Both clients take the same two calls."""
     if handled < group.rejoins:
         consumer.unsubscribe()
-        consumer.subscribe(list(group.spec.topics))
+        consumer.subscribe(group.spec.subscription(index))
     return group.rejoins
 
 
@@ -327,6 +383,42 @@ def _client_assignment(assignment: Any) -> frozenset[TopicPartition]:
 
 
 REJOIN_AFTER_S = 10.0  # how long a group may stay Stable without settling before its members are asked to rejoin
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    """What the coordinator says of a group: its state, each member's assignment by client id, and whether every
+    member has reached its target (always for classic groups; KIP-848 members reconcile towards a target)."""
+
+    state: str
+    assigned: dict[str, set[TopicPartition]]
+    members: int
+    reconciled: bool = True
+
+
+def describe(admin: Any, groups: dict[str, RunningGroup]) -> dict[str, BrokerView]:
+    """Each group as its coordinator sees it: DescribeGroups for classic groups, ConsumerGroupDescribe for KIP-848."""
+    from jobs.io import kip848_source
+
+    classic = [g for g in groups if groups[g].spec.group_protocol == "classic"]
+    consumer = [g for g in groups if groups[g].spec.group_protocol == "consumer"]
+    views: dict[str, BrokerView] = {}
+    for g, d in (admin.describe_groups(classic) if classic else {}).items():
+        assigned = {
+            m["client_id"]: {
+                (t["topic"], p) for t in m["member_assignment"]["assigned_partitions"] for p in t["partitions"]
+            }
+            for m in d["members"]
+            if isinstance(m["member_assignment"], dict)
+        }
+        views[g] = BrokerView(d["group_state"], assigned, len(d["members"]))
+    for g, c in kip848_source.describe_consumer_groups(admin, consumer).items():
+        assigned = {m["client_id"]: {(t, p) for t, p in m["assignment"]} for m in c.members}
+        reconciled = all(m["assignment"] == m["target_assignment"] for m in c.members) and (
+            c.fields.get("group_epoch") == c.fields.get("assignment_epoch")
+        )
+        views[g] = BrokerView(c.group_state, assigned, len(c.members), reconciled)
+    return views
 
 
 def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: float = 90.0) -> None:
@@ -340,18 +432,18 @@ def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: 
             for group in groups.values():
                 if group.errors:
                     raise DemoClusterError(f"group {group.spec.group_id} failed: {group.errors[0]}")
-            described = admin.describe_groups(list(groups))
+            described = describe(admin, groups)
             pending = [g for g in groups if not _settled(groups[g], described[g])]
             if not pending:
                 return
             now = time.monotonic()
             if now > deadline:
-                states = {g: described[g]["group_state"] for g in pending}
+                states = {g: described[g].state for g in pending}
                 raise DemoClusterError(f"groups did not settle within {timeout_s:.0f}s: {states}")
             # A group Stable but not settled for a while is one whose clients lost a round (kafka-python under load
             # can end a cooperative round with revoked partitions left unassigned): its members join again.
             for g in pending:
-                if described[g]["group_state"] != "Stable":
+                if described[g].state != "Stable":
                     stuck_since.pop(g, None)
                 elif now - stuck_since.setdefault(g, now) > REJOIN_AFTER_S:
                     groups[g].rejoins += 1
@@ -359,21 +451,14 @@ def wait_settled(bootstrap: str, groups: dict[str, RunningGroup], *, timeout_s: 
             time.sleep(0.3)
 
 
-def _settled(group: RunningGroup, described: dict[str, Any]) -> bool:
-    if described["group_state"] != "Stable" or len(described["members"]) != group.spec.members:
+def _settled(group: RunningGroup, described: BrokerView) -> bool:
+    if described.state != "Stable" or described.members != group.spec.members or not described.reconciled:
         return False
     if set(group.committed) != set(group.targets):
         return False
     client_view = group.assignments()
-    broker_view = {
-        m["client_id"]: {
-            (t["topic"], p) for t in m["member_assignment"]["assigned_partitions"] for p in t["partitions"]
-        }
-        for m in described["members"]
-        if isinstance(m["member_assignment"], dict)
-    }
     covered = set().union(*client_view.values()) if client_view else set()
-    return client_view == broker_view and covered == set(group.targets)
+    return client_view == described.assigned and covered == set(group.targets)
 
 
 @contextlib.contextmanager
@@ -392,18 +477,7 @@ def running(
     `prefix` namespaces topic and group names so several playgrounds can share one broker.
     """
     topics = {prefix + t: n for t, n in (topics or DEFAULT_TOPICS).items()}
-    groups = [
-        DemoGroup(
-            prefix + g.group_id,
-            tuple(prefix + t for t in g.topics),
-            g.members,
-            g.strategy,
-            g.client,
-            g.static,
-            g.commit_fraction,
-        )
-        for g in groups
-    ]
+    groups = [g.prefixed(prefix) for g in groups]
     with contextlib.ExitStack() as stack:
         started: Broker | None = None
         if bootstrap:

@@ -30,14 +30,16 @@ from planner.errors import SourceError
 KAFKA_HOME = Path(os.environ.get("REBALANCE_KAFKA_HOME", Path(__file__).resolve().parents[2] / ".cache" / "kafka"))
 JVM_OPTS = ("-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
-# Shortened group timings: members join, leave and are fenced in seconds rather than Kafka's default 45 s.
+# Shortened group timings: members join, leave and are fenced in seconds rather than Kafka's default 45 s
+# (GroupCoordinatorConfig; the heartbeat interval must stay below the session timeout).
 TEST_TIMINGS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "group.consumer.heartbeat.interval.ms": "500",
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.consumer.session.timeout.ms": "6000",
     "group.consumer.min.session.timeout.ms": "6000",
-    "group.classic.min.session.timeout.ms": "6000",
+    "group.min.session.timeout.ms": "6000",
+    "group.consumer.assignment.interval.ms": "0",  # Kafka 4.4: recompute a target at once, not at most every 1 s
 }
 
 
@@ -51,7 +53,7 @@ class Listener:
 
     name: str
     protocol: str = "PLAINTEXT"
-    config: Mapping[str, str] = field(default_factory=dict)
+    config: Mapping[str, str] = field(default_factory=dict, hash=False)  # hashed by name and protocol: a dict key
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ def free_port() -> int:
 def java() -> str:
     """The `java` executable, or one line naming what to install."""
     home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else shutil.which("java")
+    found = (
+        str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else shutil.which("java")
+    )
     if not found:
         raise BrokerError("java is missing: install a Java 17 runtime (openjdk-17-jre-headless) to run Apache Kafka")
     return found
@@ -167,8 +171,9 @@ def _write_properties(path: Path, props: Mapping[str, str]) -> None:
 def format_storage(data_dir: Path, config: Path) -> None:
     """Kafka's own storage tool: a new standalone KRaft cluster in `data_dir` (its meta.properties, bootstrap log)."""
     done = subprocess.run(
-        _java_command(data_dir, "kafka.tools.StorageTool", "format", "--standalone", "-t", kraft_cluster_id(),
-                      "-c", str(config)),
+        _java_command(
+            data_dir, "kafka.tools.StorageTool", "format", "--standalone", "-t", kraft_cluster_id(), "-c", str(config)
+        ),
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,

@@ -97,7 +97,10 @@ def pull_snapshots(
         # KIP-848 consumer groups (ListGroups v5 GroupType) go to ConsumerGroupDescribe, the classic ones here.
         consumer = kip848_source.consumer_group_ids(listed, matched)
         described = _describe_settled(admin, [g for g in matched if g not in consumer], rebalance_budget_s)
-        described.update(kip848_source.describe_consumer_groups(admin, sorted(consumer)))
+        consumer_groups = kip848_source.describe_consumer_groups(admin, sorted(consumer))
+        if any(m.get("topic_regex") for g in consumer_groups.values() for m in g.members):
+            kip848_source.resolve_patterns(consumer_groups, _user_topics(admin))
+        described.update(consumer_groups)
         groups = [
             described[g]
             for g in matched
@@ -385,6 +388,11 @@ def _flat(tps: Any) -> list[list[Any]]:
 
 def _raw(name: str, data: bytes | None) -> dict[str, str]:
     return {name: base64.b64encode(data).decode("ascii")} if data else {}
+
+
+def _user_topics(admin: Any) -> list[str]:
+    """Every topic of the cluster but the internal ones (what a regex subscription can match)."""
+    return [t["name"] for t in admin.describe_topics() if not t.get("is_internal")]
 
 
 def _partition_counts(admin: Any, topics: Sequence[str], *, missing_ok: bool) -> dict[str, int]:

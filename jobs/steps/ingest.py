@@ -265,6 +265,7 @@ _MEMBER_FIELDS = (
     "rack",
     "member_epoch",
     "subscription_user_data",
+    "topic_regex",
 )
 
 

@@ -1,17 +1,19 @@
-"""KIP-848 groups in the Kafka source: the unsupported path live against noida-db (which has no ConsumerGroupDescribe),
-and the ConsumerGroupDescribe request through kafka-python's own protocol parser."""
+"""KIP-848 groups in the Kafka source, live against Apache Kafka: the demo's consumer groups (librdkafka with
+group.protocol=consumer) pulled with ConsumerGroupDescribe, every field checked against Kafka's own
+`kafka-consumer-groups`, and the request through kafka-python's own protocol parser."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import jsonschema
 import pytest
 
 from jobs.demo import cluster as demo_cluster
 from jobs.io import kip848_source
+from jobs.io.kafka_broker import kafka_tool
 from jobs.io.kafka_settings import KafkaSettings
 from jobs.io.kafka_source import _admin, pull_snapshots
 from planner import kip848_protocol as cgd
@@ -20,6 +22,7 @@ from schemas.snapshot import snapshot_schema
 
 pytestmark = pytest.mark.kafka
 TOPIC, GROUP = "kip848-orders", "kip848-classic"
+PREFIX = "k848-"
 
 
 @pytest.fixture(scope="module")
@@ -44,24 +47,108 @@ def classic_group(kafka_broker: demo_cluster.Broker) -> Iterator[str]:
         consumer.close()
 
 
-def test_noida_db_lacks_consumer_group_describe_and_the_source_says_so(settings, caplog):
+@pytest.fixture(scope="module")
+def consumer_groups(kafka_broker: demo_cluster.Broker) -> Iterator[demo_cluster.Cluster]:
+    """The demo's KIP-848 groups (librdkafka, group.protocol=consumer), settled, on their own topics."""
+    groups = [g for g in demo_cluster.DEFAULT_GROUPS if g.group_protocol == "consumer"]
+    with demo_cluster.running(
+        bootstrap=kafka_broker.bootstrap, groups=groups, prefix=PREFIX, records_per_topic=300
+    ) as cluster:
+        yield cluster
+
+
+def test_the_broker_speaks_consumer_group_describe(settings):
     with _admin(settings) as admin:
-        assert kip848_protocol_key_absent(admin)
-        assert kip848_source.describe_version(admin) is None
-        with caplog.at_level(logging.WARNING, logger="jobs.io.kip848_source"):
-            groups = kip848_source.describe_consumer_groups(admin, ["orders-v2"])
-    assert "unknown: broker lacks ConsumerGroupDescribe (API key 69): 1 consumer groups recorded" in caplog.text
-    (group,) = groups.values()
-    # Not empty, not dead: a consumer group whose state the broker cannot tell, and why.
-    assert (group.group_id, group.group_state, group.members) == ("orders-v2", "Unknown", ())
-    assert kip848_source.is_unknown(group)
-    assert kip848_source.group_fields(group) == {"group_type": "consumer", "state_reason": kip848_source.UNSUPPORTED}
+        assert kip848_source.describe_version(admin) == cgd.HIGHEST_VERSION
 
 
-def kip848_protocol_key_absent(admin) -> bool:
-    """The broker's own ApiVersions answer, as kafka-python keeps it, lists no API key 69."""
-    versions = admin._manager.broker_version_data.api_versions
-    return bool(versions) and cgd.API_KEY not in versions
+def test_consumer_groups_are_pulled_with_every_kip848_field(settings, consumer_groups):
+    docs = {d["group_id"]: d for d in pull_snapshots(settings, group_pattern=PREFIX + "*")}
+    assert set(docs) == set(consumer_groups.groups)
+    for group_id, running in consumer_groups.groups.items():
+        doc, spec = docs[group_id], running.spec
+        jsonschema.validate(doc, snapshot_schema())
+        assert document_errors(doc) == []
+        assert (doc["group_type"], doc["state"]) == ("consumer", "Stable")
+        assert doc["server_assignor"] == (spec.remote_assignor or "uniform")  # group.consumer.assignors' first
+        assert doc["group_epoch"] == doc["assignment_epoch"] > 0
+        by_client = {m["client_id"]: m for m in doc["members"]}
+        assert set(by_client) == set(running.members)
+        for index in range(spec.members):
+            member = by_client[f"{group_id}-m{index}"]
+            # What the client was configured with (the CLI prints none of these: compared with the spec).
+            expected_topics = spec.subscriptions[index] if spec.subscriptions else spec.topics
+            assert member["topics"] == sorted(expected_topics)
+            # librdkafka sends its regex subscriptions joined as "(r1)|(r2)": one here.
+            assert member["topic_regex"] == (f"(^{spec.pattern}$)" if spec.pattern else None)
+            assert member["rack"] == (spec.racks[index] if spec.racks else None)
+            assert member["group_instance_id"] == (f"{group_id}-instance-{index}" if spec.static else None)
+            assert member["assignment"] == member["target_assignment"] == member["owned"]
+            assert {tuple(tp) for tp in member["assignment"]} == running.assignments()[member["client_id"]]
+            assert member["member_epoch"] == doc["assignment_epoch"]
+
+
+def test_every_field_equals_what_kafka_consumer_groups_prints(settings, consumer_groups):
+    """Kafka's own CLI (kafka-tools' ConsumerGroupCommand) against the pulled snapshot, group by group."""
+    docs = {d["group_id"]: d for d in pull_snapshots(settings, group_pattern=PREFIX + "*")}
+    groups = [arg for g in sorted(docs) for arg in ("--group", g)]
+    base = ("--bootstrap-server", settings.bootstrap_servers, "--describe", *groups)
+    members = kafka_tool(CONSUMER_GROUPS, *base, "--members", "--verbose")
+    states = kafka_tool(CONSUMER_GROUPS, *base, "--state", "--verbose")
+    compared = 0
+    for row in table_rows(members):
+        doc = docs[row["GROUP"]]
+        (member,) = [m for m in doc["members"] if m["member_id"] == row["CONSUMER-ID"]]
+        assert row["HOST"] == member["host"]
+        assert row["CLIENT-ID"] == member["client_id"]
+        assert row.get("GROUP-INSTANCE-ID", "-") == (member["group_instance_id"] or "-")
+        assert int(row["#PARTITIONS"]) == len(member["assignment"])
+        assert int(row["CURRENT-EPOCH"]) == member["member_epoch"]
+        assert row["CURRENT-ASSIGNMENT"] == assignment_string(member["assignment"])
+        assert int(row["TARGET-EPOCH"]) == doc["assignment_epoch"]
+        assert row["TARGET-ASSIGNMENT"] == assignment_string(member["target_assignment"])
+        compared += 1
+    assert compared == sum(len(d["members"]) for d in docs.values())
+    state_rows = {r["GROUP"]: r for r in table_rows(states.replace("COORDINATOR (ID)", "COORDINATOR"))}
+    assert set(state_rows) == set(docs)
+    for group_id, row in state_rows.items():
+        doc = docs[group_id]
+        assert row["ASSIGNMENT-STRATEGY"] == doc["server_assignor"]
+        assert row["STATE"] == doc["state"]
+        assert int(row["GROUP-EPOCH"]) == doc["group_epoch"]
+        assert int(row["TARGET-ASSIGNMENT-EPOCH"]) == doc["assignment_epoch"]
+        assert int(row["#MEMBERS"]) == len(doc["members"])
+
+
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """The rows of ConsumerGroupCommand's tables (a header line, then rows; a blank line between groups)."""
+    rows: list[dict[str, str]] = []
+    header: list[str] = []
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            header = []
+        elif words[0] == "GROUP":
+            header = words
+        elif header:
+            # The coordinator column prints "host:port  (id)": one value in two words.
+            if "COORDINATOR" in header and len(words) == len(header) + 1:
+                words = [*words[:2], *words[3:]]
+            assert len(words) == len(header), line
+            rows.append(dict(zip(header, words, strict=True)))
+    return rows
+
+
+def assignment_string(pairs: list[list[Any]]) -> str:
+    """ConsumerGroupCommand.getAssignmentString: "topic:p,p" per topic, partitions ascending, topics sorted, ";"."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in pairs:
+        by_topic.setdefault(topic, []).append(partition)
+    parts = sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items())
+    return ";".join(parts) or "-"
 
 
 def test_classic_groups_are_pulled_as_classic_and_a_consumer_group_document_passes_the_rules(settings, classic_group):
