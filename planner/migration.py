@@ -5,15 +5,16 @@ The group coordinator upgrades a classic group online when a member joins with t
 last assignment as its target (ConsumerGroup.fromClassicGroup), then the server assignor computes a new target
 from there. The rules, in the order the coordinator checks them, and what the planner adds:
 
-Blockers (the online upgrade is refused, or the group's assignment logic is lost):
+Blockers (the coordinator refuses the online upgrade with GROUP_ID_NOT_FOUND; Kafka 4.4):
   * group.consumer.migration.policy does not allow upgrades (ConsumerGroupMigrationPolicy.isUpgradeEnabled).
   * the group does not use the consumer embedded protocol (ClassicGroup.usesConsumerGroupProtocol), e.g. Connect.
   * more members than group.consumer.max.size (validateOnlineUpgrade).
   * a member's subscription cannot be read (fromClassicGroup: "the embedded consumer protocol is malformed").
-  * a custom client assignor: the consumer protocol runs only server assignors (KIP-848 "Assignors"; Kafka 4.0
-    documentation, Consumer Rebalance Protocol, "Limitations": client-side assignors), so its logic and the user
-    data its members send are dropped.
+  * a member's assignment carries user data: a custom assignor's state that the consumer protocol would lose
+    (ConsumerGroup.fromClassicGroup: "userData from a custom assignor would be lost", KAFKA-18134).
 Warnings (the upgrade goes through; behaviour changes):
+  * a custom client assignor: the consumer protocol runs only server assignors (KIP-848 "Assignors"), so its
+    logic, and the subscription user data its members send, are dropped (fromClassicGroup does not read it).
   * members whose preferred assignors mix eager and cooperative protocols (a KIP-429 rolling upgrade unfinished).
   * rack awareness lost: members set client.rack, which the client assignors use (KIP-881) and Kafka 4.0's server
     assignors ignore (KAFKA-16694).
@@ -47,8 +48,9 @@ from planner.group_protocol import SERVER_STRATEGIES, group_type
 
 Policy = Literal["bidirectional", "upgrade", "downgrade", "disabled"]
 UPGRADE_POLICIES = ("bidirectional", "upgrade")  # ConsumerGroupMigrationPolicy.isUpgradeEnabled
+DOWNGRADE_POLICIES = ("bidirectional", "downgrade")  # ConsumerGroupMigrationPolicy.isDowngradeEnabled
 DEFAULT_POLICY: Policy = "bidirectional"  # GroupCoordinatorConfig.CONSUMER_GROUP_MIGRATION_POLICY_DEFAULT (4.0)
-DEFAULT_MAX_SIZE = 2**31 - 1  # group.consumer.max.size default: Integer.MAX_VALUE
+DEFAULT_MAX_SIZE = 2**31 - 1  # group.consumer.max.size and group.max.size defaults: Integer.MAX_VALUE
 CONSUMER_PROTOCOL_TYPE = "consumer"  # ConsumerProtocol.PROTOCOL_TYPE
 REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 # The server assignor that keeps each Kafka client assignor's intent.
@@ -96,6 +98,26 @@ def readiness(
     return Readiness(doc["group_id"], client, server, tuple(blockers), tuple(warnings), len(today), moves)
 
 
+def downgrade_readiness(
+    doc: Mapping[str, Any], *, policy: Policy = DEFAULT_POLICY, classic_max_size: int = DEFAULT_MAX_SIZE
+) -> Readiness:
+    """Readiness of one consumer group (KIP-848) to go back to the classic protocol as its members restart with
+    `group.protocol=classic`: the coordinator converts it when the last consumer-protocol member leaves
+    (GroupMetadataManager.validateOnlineDowngradeWithFencedMembers, Kafka 4.4), unless the policy forbids
+    downgrades or the remaining members exceed group.max.size. The classic group keeps each member's assignment
+    and rebalances with the members' client assignor (ClassicGroup.fromConsumerGroup)."""
+    if group_type(doc) != "consumer":
+        raise InputError(f"group {doc.get('group_id')!r}: a classic group; nothing to downgrade")
+    members = list(doc.get("members") or [])
+    blockers = []
+    if policy not in DOWNGRADE_POLICIES:
+        blockers.append(f"group.consumer.migration.policy={policy} does not allow online downgrades (offline only)")
+    if len(members) > classic_max_size:
+        blockers.append(f"{len(members)} members exceed group.max.size={classic_max_size}")
+    assigned = sum(len(m.get("assignment") or []) for m in members)
+    return Readiness(doc["group_id"], None, doc.get("server_assignor"), tuple(blockers), (), assigned, ())
+
+
 def _blockers(
     doc: Mapping[str, Any],
     members: list[Mapping[str, Any]],
@@ -115,12 +137,11 @@ def _blockers(
     unreadable = [m["member_id"] for m in members if m.get("decode_error")]
     if unreadable:  # ConsumerGroup.fromClassicGroup throws on a malformed embedded protocol
         out.append(f"subscriptions that cannot be read (malformed embedded protocol): {', '.join(unreadable)}")
-    if members and client and server is None:
-        with_data = [m["member_id"] for m in members if m.get("subscription_user_data")]
-        data = f"; the user data of {len(with_data)} members is dropped" if with_data else ""
+    with_data = [m["member_id"] for m in members if m.get("assignment_user_data")]
+    if with_data:  # ConsumerGroup.fromClassicGroup: UnsupportedVersionException -> GROUP_ID_NOT_FOUND
         out.append(
-            f"custom client assignor {client!r}: the consumer protocol runs server assignors only, "
-            f"so its logic is lost{data}"
+            f"the assignments of {len(with_data)} members carry user data from the {client!r} assignor, which the "
+            "consumer protocol would lose: Kafka refuses the online upgrade (switch to a built-in assignor first)"
         )
     return out
 
@@ -129,6 +150,13 @@ def _warnings(
     doc: Mapping[str, Any], members: list[Mapping[str, Any]], client: str | None, server: str | None
 ) -> list[str]:
     out = []
+    if members and client and server is None:
+        with_data = [m["member_id"] for m in members if m.get("subscription_user_data")]
+        data = f"; the subscription user data of {len(with_data)} members is dropped" if with_data else ""
+        out.append(
+            f"custom client assignor {client!r}: the consumer protocol runs server assignors only, "
+            f"so its logic is lost{data}"
+        )
     preferred = {_rebalance_protocol(m["strategies"][0]) for m in members if m.get("strategies")}
     if {"eager", "cooperative"} <= preferred:  # KIP-429: cooperative only once every member prefers it
         out.append("members prefer both eager and cooperative assignors: finish the KIP-429 rolling upgrade first")
@@ -195,4 +223,12 @@ def _moves(
     return tuple(sorted([*inside, *outside], key=lambda move: (move[0], move[1])))
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "DEFAULT_POLICY", "SERVER_ASSIGNOR_FOR", "Policy", "Readiness", "readiness"]
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "DEFAULT_POLICY",
+    "SERVER_ASSIGNOR_FOR",
+    "Policy",
+    "Readiness",
+    "downgrade_readiness",
+    "readiness",
+]

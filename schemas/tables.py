@@ -46,6 +46,7 @@ SNAPSHOTS = table(
         ("target_assignment", pa.list_(TOPIC_PARTITION)),
         ("subscription_user_data", pa.string()),
         ("topic_regex", pa.string()),
+        ("assignment_user_data", pa.string()),
     ],
     "one row per group member of a snapshot (a group without members has one row with member_id '')",
 )

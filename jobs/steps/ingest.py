@@ -266,6 +266,7 @@ _MEMBER_FIELDS = (
     "member_epoch",
     "subscription_user_data",
     "topic_regex",
+    "assignment_user_data",
 )
 
 

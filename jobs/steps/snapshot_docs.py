@@ -57,7 +57,7 @@ def _member(row: Mapping[str, Any]) -> dict[str, Any]:
         "owned": row["owned"] or [],
         "assignment": row["assignment"] or [],
     }
-    for field in ("member_epoch", "subscription_user_data", "topic_regex"):
+    for field in ("member_epoch", "subscription_user_data", "topic_regex", "assignment_user_data"):
         if row.get(field) is not None:
             member[field] = row[field]
     if row.get("target_assignment") is not None:

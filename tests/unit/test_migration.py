@@ -76,14 +76,25 @@ def test_an_unbalanced_group_moves_toward_balance_and_unassigned_partitions_get_
     assert counts == [3, 3] and owners[("refunds", 1)] in ("m0", "m1")
 
 
-def test_a_custom_client_assignor_blocks_and_its_user_data_is_counted():
+def test_a_custom_client_assignor_is_upgraded_with_its_logic_and_subscription_user_data_lost():
     doc = group("my-assignor")
     doc["members"][0]["subscription_user_data"] = "AAEC"
     r = readiness(doc)
-    assert (r.server_assignor, r.ready, r.moves) == (None, False, ())
-    assert r.blockers == (
+    assert (r.server_assignor, r.ready, r.moves) == (None, True, ())
+    assert r.warnings == (
         "custom client assignor 'my-assignor': the consumer protocol runs server assignors only, so its logic is "
-        "lost; the user data of 1 members is dropped",
+        "lost; the subscription user data of 1 members is dropped",
+    )
+
+
+def test_assignment_user_data_blocks_as_kafka_refuses_the_upgrade():
+    doc = group("my-assignor")
+    doc["members"][1]["assignment_user_data"] = "AAEC"
+    r = readiness(doc)
+    assert not r.ready
+    assert r.blockers == (
+        "the assignments of 1 members carry user data from the 'my-assignor' assignor, which the consumer protocol "
+        "would lose: Kafka refuses the online upgrade (switch to a built-in assignor first)",
     )
 
 
