@@ -4,7 +4,7 @@
 `PlannedAssignor.assign` with a plan document, with a plan file read and checked (a changed file), with a plan file
 unchanged since the last assignment (not read again), and the fallback assignors on the same group, over a grid of
 members x partitions (one topic per 100 partitions).
-(2) With `--live`: a noida-db broker on 127.0.0.1, 3 kafka-python members on a 12-partition topic that ran under the
+(2) With `--live`: Apache Kafka on 127.0.0.1, 3 kafka-python members on a 12-partition topic that ran under the
 fallback (range, or cooperative-sticky): seconds from a whole-group restart with the plan in place until every
 member runs it, with the rounds the leader logged.
 Run: `python bench/apply.py [--live] [--repeat 3]`.

@@ -185,7 +185,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         member_weights=(
             None if all(w is None for w in weights) else frozen(np.asarray([1.0 if w is None else w for w in weights]))
         ),
-        topic_uuids=_topic_uuids(doc.get("topic_ids"), topics),
+        topic_uuids=topic_uuids(doc.get("topic_ids"), topics),
         partition_racks=_partition_racks(doc.get("partition_racks"), topics, topic_start),
     )
 
@@ -222,7 +222,7 @@ def _partition_loads(raw: Any, topics: tuple[str, ...], topic_start: np.ndarray)
     return frozen(weights)
 
 
-def _topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
+def topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
     """Kafka topic ids (Uuid.toString: 22 base64url characters) as signed (most, least) significant bits."""
     if raw is None:
         return None
@@ -367,7 +367,12 @@ def from_snapshot(doc: Mapping[str, Any]) -> dict[str, Any]:
             "group_instance_id": m.get("group_instance_id"),
             "rack": m.get("rack"),
         }
-    return {"topics": dict(doc.get("topics") or {}), "members": members}
+    out: dict[str, Any] = {"topics": dict(doc.get("topics") or {}), "members": members}
+    if isinstance(doc.get("topic_ids"), Mapping):  # Kafka's topic ids order the server assignors' topics
+        ids = doc["topic_ids"]
+        if all(t in ids for t in out["topics"]):
+            out["topic_ids"] = {t: ids[t] for t in out["topics"]}
+    return out
 
 
 def is_snapshot(doc: Mapping[str, Any]) -> bool:

@@ -60,6 +60,7 @@ TOPIC_PARTITIONS = table(
         ("partition", pa.int32()),
         ("partition_count", pa.int32()),
         ("end_offset", pa.int64()),
+        ("topic_id", pa.string()),
     ],
     "every partition of every topic a snapshot mentions, with its topic's partition count",
 )

@@ -1,6 +1,6 @@
 """`rebalance demo`: the nightly DAG run once by Airflow (`airflow dags test`), live or on bundled files.
 
-Live (the default): an embedded Kafka-protocol broker (noida-db) on 127.0.0.1 with keyed, skewed traffic and real
+Live (the default): Apache Kafka (KRaft, one node) on 127.0.0.1 with keyed, skewed traffic and real
 consumer groups (kafka-python with every assignor, static members, a librdkafka member); the DAG pulls their
 snapshots from it. With `--files`: the bundled snapshot files of jobs/demo/data, one of them malformed.
 """

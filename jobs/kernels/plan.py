@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from jobs.kernels.loads import Loads, choose
 from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
-from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key
+from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key, topic_uuids
 from planner.load import load_bound
 from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS, TOPIC_PARTITION
 
@@ -52,6 +52,7 @@ class PlanSettings:
     counts: Mapping[str, int]  # partition count per topic of the snapshot
     load_source: str  # jobs.kernels.loads.MODES
     directories: Mapping[str, str]  # table name -> directory the task writes its Parquet file into
+    topic_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)  # topic -> Kafka topic id, when known
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def plan_groups(
 ) -> Iterator[pa.RecordBatch]:
     """Plan each group's rows with every strategy: plan rows, diffs and loads into the sinks, outcomes out."""
     for rows in groups:
-        group = build_group(rows, settings.counts, settings.load_source)
+        group = build_group(rows, settings.counts, settings.load_source, settings.topic_ids)
         if group is None:
             continue
         sinks[PARTITION_LOADS.name].write(load_rows(group))
@@ -125,13 +126,15 @@ def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
         yield rows.slice(start, end - start)
 
 
-def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> Group | None:
+def build_group(
+    rows: pa.Table, counts: Mapping[str, int], load_source: str, topic_ids: Mapping[str, str] | None = None
+) -> Group | None:
     """One group's rows (members, and load measurements with `source` set) as a Group; None without members."""
     is_load = pc.is_valid(rows.column("source"))
     members = rows.filter(pc.and_(pc.invert(is_load), pc.not_equal(rows.column("member_id"), "")))
     if members.num_rows == 0:
         return None
-    spec, current = group_spec(members, counts)
+    spec, current = group_spec(members, counts, topic_ids)
     measured = rows.filter(is_load)
     loads = choose(
         load_source,
@@ -143,7 +146,9 @@ def build_group(rows: pa.Table, counts: Mapping[str, int], load_source: str) -> 
     return Group(rows.column("group_id")[0].as_py(), rows.column("generation_id")[0].as_py(), spec, current, loads)
 
 
-def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec, np.ndarray]:
+def group_spec(
+    members: pa.Table, counts: Mapping[str, int], topic_ids: Mapping[str, str] | None = None
+) -> tuple[GroupSpec, np.ndarray]:
     """Member rows of one snapshot group in the planner's form, and today's owner of each partition id.
 
     Reads the rows as `planner.group.from_snapshot` reads a snapshot document: members and topics in Java String
@@ -185,6 +190,9 @@ def group_spec(members: pa.Table, counts: Mapping[str, int]) -> tuple[GroupSpec,
         claim_partition=frozen(claim_partition[order]),
         partition_loads=None,
         member_weights=None,
+        topic_uuids=topic_uuids({t: topic_ids[t] for t in topics}, topics)
+        if topic_ids and set(topics) <= set(topic_ids)
+        else None,
     )
     return spec, current
 

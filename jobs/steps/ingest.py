@@ -110,6 +110,7 @@ class _Snapshot:
         self.offsets = OffsetColumns()
         self.quarantine: list[dict[str, Any]] = []
         self.counts: dict[str, tuple[int, str]] = {}  # topic -> (partition count, the group that gave it)
+        self.topic_ids: dict[str, str] = {}  # topic -> Kafka topic id (Uuid, base64url), when the source gave it
         self.group_ids: set[str] = set()
         self.limits = Limits.from_env()
 
@@ -128,6 +129,7 @@ class _Snapshot:
         self.offsets.add(doc)
         for topic, n in doc["topics"].items():
             self.counts[topic] = (n, doc["group_id"])
+        self.topic_ids.update(doc.get("topic_ids") or {})
 
     def _duplicate_group(self, doc: Mapping[str, Any]) -> list[str]:
         """A group appears once per snapshot: a second document of it is rejected."""
@@ -155,7 +157,8 @@ class _Snapshot:
         snapshot_id = self.result.snapshot_id
         offset_rows = self.offsets.table(snapshot_id)
         counts = {topic: n for topic, (n, _) in self.counts.items()}
-        _write_snapshot_rows(lake, "topic_partitions", topic_partitions(counts, offset_rows, snapshot_id), snapshot_id)
+        partitions = topic_partitions(counts, offset_rows, snapshot_id, self.topic_ids)
+        _write_snapshot_rows(lake, "topic_partitions", partitions, snapshot_id)
         _write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
         lake.merge("quarantine", rows_table("quarantine", self.quarantine))
         _write_snapshot_rows(lake, "snapshots", self.members.table(), snapshot_id)
@@ -398,8 +401,11 @@ class OffsetColumns:
         return pa.table(columns, schema=PARTITION_OFFSETS.schema)
 
 
-def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: str) -> pa.Table:
-    """Every partition of every topic with its count, and its end offset as the last group listing it gave it."""
+def topic_partitions(
+    counts: Mapping[str, int], offsets: pa.Table, snapshot_id: str, topic_ids: Mapping[str, str] | None = None
+) -> pa.Table:
+    """Every partition of every topic with its count, its end offset as the last group listing it gave it, and its
+    topic's Kafka id when the source gave one (the server assignors order topics by id)."""
     topics = list(counts)
     sizes = np.array([counts[t] for t in topics], dtype=np.int64)
     start = np.concatenate([[0], np.cumsum(sizes)])
@@ -420,5 +426,6 @@ def topic_partitions(counts: Mapping[str, int], offsets: pa.Table, snapshot_id: 
         "partition": pa.array(partition.astype(np.int32)),
         "partition_count": pa.array(sizes[topic_of].astype(np.int32)),
         "end_offset": pa.array(end, mask=missing),
+        "topic_id": pa.array([(topic_ids or {}).get(t) for t in topics], pa.string()).take(pa.array(topic_of)),
     }
     return pa.table(columns, schema=TOPIC_PARTITIONS.schema)

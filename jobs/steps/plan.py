@@ -126,14 +126,15 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
     if not groups:
         return {}
-    counts = {
-        r.topic: r.partition_count
-        for r in lake.read(spark, "topic_partitions")
+    topic_rows = (
+        lake.read(spark, "topic_partitions")
         .where(F.col("snapshot_id") == run_id)
-        .select("topic", "partition_count")
+        .select("topic", "partition_count", "topic_id")
         .distinct()
         .collect()
-    }
+    )
+    counts = {r.topic: r.partition_count for r in topic_rows}
+    topic_ids = {r.topic: r.topic_id for r in topic_rows if r.topic_id}
     skewed = lake.read_arrow("key_skew", [("run_id", "=", run_id), ("current", "=", True)]).column("topic")
     parameters = {
         "strategies": list(strategies),
@@ -141,7 +142,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
         "weighted_topics": sorted(set(skewed.to_pylist())),
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
-    settings = PlanSettings(strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in WRITTEN})
+    settings = PlanSettings(strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in WRITTEN}, topic_ids)
     with session_conf(spark, KERNEL_CONF):
         outcome = (
             kernel_input(spark, lake, run_id, snapshot, ids)

@@ -170,9 +170,8 @@ def test_a_cooperative_group_restarted_on_a_plan_dropped_in_place_runs_it(
 ) -> None:
     """The whole group restarts (a deploy) with the plan in place; cooperative rounds never double-assign.
 
-    Not a rolling restart: with noida-db 0.2.3 a cooperative round in which the leader revokes partitions loses the
-    followers' responses about half the time, plain CooperativeStickyAssignor included; the revoke-first rule itself
-    is checked against Kafka's validateCooperativeAssignment in tests/unit/test_planned_assignor.py.
+    The revoke-first rule itself is checked against Kafka's validateCooperativeAssignment in
+    tests/unit/test_planned_assignor.py.
     """
     plan, group = setup.plans[PAYMENTS], setup.payments
     expected = planned_by_client(plan)

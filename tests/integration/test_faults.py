@@ -2,7 +2,7 @@
 a broker stopped or lost mid-sampling, refused SASL, secrets, and ids that carry control characters.
 
 Every fault is real: processes are SIGKILLed (`fault_runner.py` picks the exact moment), lakes live on tmpfs
-mounts made read-only or full, Java is taken off PATH, brokers are noida-db processes stopped or killed.
+mounts made read-only or full, Java is taken off PATH, brokers are Apache Kafka processes stopped or killed.
 """
 
 from __future__ import annotations

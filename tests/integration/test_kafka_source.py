@@ -1,4 +1,4 @@
-"""The Kafka source against a real Kafka-protocol broker (noida-db) with real consumer groups running."""
+"""The Kafka source against Apache Kafka with real consumer groups running."""
 
 from __future__ import annotations
 
