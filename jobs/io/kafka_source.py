@@ -39,6 +39,18 @@ CONSUMER_PROTOCOL = "consumer"
 # kafka-python's text when the broker's SASL handshake lists mechanisms without the one asked for.
 OFFERED_MECHANISMS = re.compile(r"Enabled mechanisms: \[([^\]]*)\]")
 QUOTED = re.compile(r"'([^']*)'")
+# kafka-python's text for a failed TLS handshake: "Handshake failed: [SSL: CODE] reason (_ssl.c:NNN)".
+TLS_HANDSHAKE = re.compile(r"Handshake failed: (?:\[SSL: (?P<code>\w+)\] )?(?P<reason>.*?)(?: \(_ssl\.c:\d+\))?$")
+# kafka-python's "SaslAuthenticationFailedError: " before the broker's own text of a failed authentication.
+ERROR_PREFIX = re.compile(r"^(?:\w+Error: )+")
+# What a principal was not authorized to do, by the broker's error (Kafka ACL operations on resources).
+UNAUTHORIZED_TO = {
+    "GroupAuthorizationFailedError": "describe group(s)",
+    "TopicAuthorizationFailedError": "describe topic(s)",
+    "ClusterAuthorizationFailedError": "act on the cluster",
+}
+GLOB_CHARACTERS = frozenset("*?[")
+_DELIVERING_BEFORE_CLOSE: set[type] = set()
 
 
 class KafkaSourceError(SourceError):
@@ -82,7 +94,7 @@ def pull_snapshots(
     captured = (captured_at or datetime.now(UTC)).astimezone(UTC)
     keep_empty = group_pattern != "*" if include_empty is None else include_empty
     with _admin(settings) as admin, _translated(settings, "pulling consumer groups"):
-        listed = admin.list_groups()
+        listed = _retried(admin.list_groups)
         matched = sorted(
             {
                 g["group_id"]
@@ -91,6 +103,7 @@ def pull_snapshots(
             }
         )
         if not matched and group_pattern != "*":
+            _refuse_if_hidden(admin, settings, group_pattern)
             raise UnknownGroupError(
                 f"no consumer group matches {group_pattern!r} (the cluster has {len(listed)} groups)"
             )
@@ -196,6 +209,7 @@ def _atomic_write(target: Path, data: bytes) -> None:
 def _admin(settings: KafkaSettings) -> Iterator[Any]:
     from kafka import KafkaAdminClient
 
+    _deliver_bytes_read_before_close()
     with _translated(settings, "connecting"), _bootstrap_failures() as failures:
         try:
             admin = KafkaAdminClient(**settings.client_config())
@@ -239,19 +253,106 @@ def _bootstrap_failures() -> Iterator[list[BaseException]]:
         logger.removeHandler(handler)
 
 
+def _deliver_bytes_read_before_close() -> None:
+    """Apache Kafka answers a refused SASL handshake or failed authentication, then closes the connection at once.
+
+    kafka-python 3.0.12's transports lose that answer whenever it arrives with the close: `_sock_recv` returns
+    the bytes together with 'socket disconnected', and `_read_from_sock` aborts without handing them over, so the
+    client sees a lost connection (then "no broker answered") instead of the broker's reason. Hand such bytes
+    over and let the next read meet the close again. Errors raised by the socket itself are left as they are.
+    """
+    from kafka.net import transport
+
+    for cls in (transport.KafkaTCPTransport, transport.KafkaSSLTransport):
+        recv = cls.__dict__.get("_sock_recv")
+        if recv is None or cls in _DELIVERING_BEFORE_CLOSE:
+            continue
+
+        def _sock_recv(self: Any, _recv: Any = recv) -> tuple[bytes, BaseException | None]:
+            data, err = _recv(self)
+            if data and err is not None and not any(isinstance(a, BaseException) for a in err.args):
+                return data, None  # the peer closed after these bytes: the next read sees the close
+            return data, err
+
+        cls._sock_recv = _sock_recv
+        _DELIVERING_BEFORE_CLOSE.add(cls)
+
+
 def _refusal(settings: KafkaSettings, exc: BaseException) -> str:
-    """Why the brokers refused the connection: a SASL mechanism they do not offer (with those they do), else the
-    failure's type; never a credential."""
-    from kafka.errors import UnsupportedSaslMechanismError
+    """Why the brokers refused the connection: a SASL mechanism they do not offer (with those they do, when the
+    client learnt them), rejected credentials (the broker's reason), a failed TLS handshake (why), a permission
+    the principal lacks; else the failure's type. Never a credential."""
+    from kafka.errors import (
+        AuthorizationError,
+        KafkaConnectionError,
+        SaslAuthenticationFailedError,
+        UnsupportedSaslMechanismError,
+    )
 
     where = f"Kafka at {settings.bootstrap_servers}"
+    protocol = settings.security_protocol
+    if isinstance(exc, SaslAuthenticationFailedError):
+        return (
+            f"{where} refused authentication of user {settings.sasl_username!r} "
+            f"({settings.sasl_mechanism} over {protocol}): {_broker_reason(settings, exc)}"
+        )
+    if isinstance(exc, AuthorizationError):
+        return _unauthorized(settings, exc)
+    if isinstance(exc, KafkaConnectionError) and (tls := TLS_HANDSHAKE.search(str(exc))):
+        reason = tls["reason"]
+        if tls["code"] != "CERTIFICATE_VERIFY_FAILED":
+            return f"{where}: TLS handshake failed over {protocol}: {reason}"
+        trusting = settings.ssl_cafile or "the system's default CA certificates"
+        reason = reason.removeprefix("certificate verify failed: ")
+        return f"{where}: TLS certificate verification failed over {protocol}: {reason} (trusting {trusting})"
     if not isinstance(exc, UnsupportedSaslMechanismError):
-        return f"{where} refused the connection: {type(exc).__name__} ({settings.security_protocol})"
+        return f"{where} refused the connection: {type(exc).__name__} ({protocol})"
     refused = f"{where} does not offer SASL mechanism {settings.sasl_mechanism}"
     offered = OFFERED_MECHANISMS.search(str(exc))
     if offered is None:  # the broker refused the handshake itself, without a list
         return refused
     return f"{refused}; it offers: {', '.join(QUOTED.findall(offered[1]))}"
+
+
+def _broker_reason(settings: KafkaSettings, exc: BaseException) -> str:
+    """The broker's own text of a failed SASL authentication (Kafka names no credential in it; masked anyway)."""
+    text = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
+    text = ERROR_PREFIX.sub("", text).strip()
+    for secret in (settings.sasl_password, settings.ssl_key_password):
+        if secret:
+            text = text.replace(secret, "***")
+    return text or type(exc).__name__
+
+
+def _unauthorized(settings: KafkaSettings, exc: BaseException, to: str | None = None) -> str:
+    """A permission the principal lacks (no ACL allows it): who, to do what, and the broker's error."""
+    if settings.security_protocol.startswith("SASL_"):
+        principal = f"user {settings.sasl_username!r}"
+    elif settings.ssl_certfile:
+        principal = "the client certificate's principal"
+    else:
+        principal = "this client"
+    name = type(exc).__name__
+    return (
+        f"Kafka at {settings.bootstrap_servers} did not authorize {principal} "
+        f"to {to or UNAUTHORIZED_TO.get(name, 'do this')} ({name})"
+    )
+
+
+def _refuse_if_hidden(admin: Any, settings: KafkaSettings, group_id: str) -> None:
+    """ListGroups leaves out the groups the principal may not describe, so a group id that lists nothing may be
+    hidden rather than absent: describing it tells which (FindCoordinator refuses an unauthorized group)."""
+    from kafka.errors import GroupAuthorizationFailedError, KafkaError
+
+    if GLOB_CHARACTERS & set(group_id):
+        return
+    try:
+        admin.describe_groups([group_id])
+    except GroupAuthorizationFailedError as exc:
+        refused = _unauthorized(settings, exc, f"describe group {group_id!r}")
+        raise KafkaAuthError(f"pulling consumer groups: {refused}") from None
+    except KafkaError:
+        return  # nothing more to learn here: the group is reported as not found
 
 
 @contextlib.contextmanager
@@ -267,7 +368,7 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
     except ke.UnsupportedSaslMechanismError as exc:
         raise KafkaAuthError(f"{action}: {_refusal(settings, exc)}") from None
     except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
-        raise KafkaAuthError(f"{action}: {where} refused access: {type(exc).__name__}") from None
+        raise KafkaAuthError(f"{action}: {_refusal(settings, exc)}") from None
     except ke.UnknownTopicOrPartitionError as exc:
         raise UnknownTopicError(f"{action}: unknown topic or partition at {where}: {exc}") from exc
     except ke.GroupIdNotFoundError as exc:
@@ -388,6 +489,21 @@ def _flat(tps: Any) -> list[list[Any]]:
 
 def _raw(name: str, data: bytes | None) -> dict[str, str]:
     return {name: base64.b64encode(data).decode("ascii")} if data else {}
+
+
+def _retried(call: Any, budget_s: float = 15.0) -> Any:
+    """`call()`, again after a short pause while the broker answers a retriable error (a group coordinator still
+    loading its partitions after a start: COORDINATOR_LOAD_IN_PROGRESS), as Kafka's admin client retries."""
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + budget_s
+    while True:
+        try:
+            return call()
+        except KafkaError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def _user_topics(admin: Any) -> list[str]:
