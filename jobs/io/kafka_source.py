@@ -128,7 +128,8 @@ def pull_snapshots(
         }
         wanted = {t for ms in members.values() for m in ms for t in m["topics"]}
         wanted |= {tp.topic for offsets in committed.values() for tp in offsets}
-        counts = _partition_counts(admin, sorted(wanted), missing_ok=True)
+        ids: dict[str, str] = {}
+        counts = _partition_counts(admin, sorted(wanted), missing_ok=True, ids=ids)
         limits = Limits.from_env()
         for g in groups:  # the one rule set's ceilings, before offsets of every partition are fetched
             topics = {t: counts[t] for m in members[g.group_id] for t in m["topics"] if t in counts}
@@ -136,7 +137,7 @@ def pull_snapshots(
                 raise LimitError(f"group {g.group_id!r}: {'; '.join(over)}")
         ends = _end_offsets(admin, counts)
     return [
-        _group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured)
+        _group_document(g, members[g.group_id], counts, committed[g.group_id], ends, captured, ids)
         | kip848_source.group_fields(g)
         for g in groups
     ]
@@ -511,7 +512,10 @@ def _user_topics(admin: Any) -> list[str]:
     return [t["name"] for t in admin.describe_topics() if not t.get("is_internal")]
 
 
-def _partition_counts(admin: Any, topics: Sequence[str], *, missing_ok: bool) -> dict[str, int]:
+def _partition_counts(
+    admin: Any, topics: Sequence[str], *, missing_ok: bool, ids: dict[str, str] | None = None
+) -> dict[str, int]:
+    """Partition count of each topic (Metadata); with `ids`, also fills in each topic's Kafka id (base64url)."""
     from kafka.errors import UnknownTopicOrPartitionError, for_code
 
     if not topics:
@@ -524,7 +528,17 @@ def _partition_counts(admin: Any, topics: Sequence[str], *, missing_ok: bool) ->
         if error is not for_code(0):
             raise error(f"topic {t['name']!r}")
         counts[t["name"]] = len(t["partitions"])
+        if ids is not None and (topic_id := _topic_id(t.get("topic_id"))):
+            ids[t["name"]] = topic_id
     return counts
+
+
+def _topic_id(raw: Any) -> str | None:
+    """A topic id as Kafka prints it (Uuid.toString: base64url, no padding); None for none or the zero Uuid."""
+    if raw is None:
+        return None
+    value = raw if isinstance(raw, uuid.UUID) else uuid.UUID(str(raw))
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=") if value.int else None
 
 
 def _end_offsets(admin: Any, counts: dict[str, int]) -> dict[tuple[str, int], int]:
@@ -544,6 +558,7 @@ def _group_document(
     committed: dict[Any, Any],
     ends: dict[tuple[str, int], int],
     captured: datetime,
+    ids: dict[str, str],
 ) -> dict[str, Any]:
     commits = {(tp.topic, tp.partition): om.offset for tp, om in committed.items() if om.offset >= 0}
     names = sorted({t for m in members for t in m["topics"]} | {t for t, _ in commits})
@@ -562,6 +577,7 @@ def _group_document(
         "protocol": group.protocol_data or None,
         "generation": None,  # classic DescribeGroups carries none
         "topics": topics,
+        **({"topic_ids": {t: ids[t] for t in topics}} if all(t in ids for t in topics) else {}),
         "members": sorted(members, key=lambda m: m["member_id"]),
         "offsets": offsets,
     }

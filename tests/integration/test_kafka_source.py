@@ -32,7 +32,10 @@ PREFIX = "src-"
 
 @pytest.fixture(scope="module")
 def cluster(kafka_broker: demo_cluster.Broker) -> Iterator[demo_cluster.Cluster]:
-    with demo_cluster.running(bootstrap=kafka_broker.bootstrap, prefix=PREFIX, records_per_topic=1_500) as c:
+    classic = [g for g in demo_cluster.DEFAULT_GROUPS if g.group_protocol == "classic"]  # KIP-848: test_kip848_source
+    with demo_cluster.running(
+        bootstrap=kafka_broker.bootstrap, groups=classic, prefix=PREFIX, records_per_topic=1_500
+    ) as c:
         yield c
 
 
