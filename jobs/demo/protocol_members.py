@@ -37,6 +37,7 @@ class ProtocolMember:
     instance_id: str | None = None
     rack: str | None = None
     epoch: int = 0
+    owned: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (topic id, partitions): its last answer's assignment
 
 
 @dataclass
@@ -103,9 +104,15 @@ class ProtocolGroup:
                 server_assignor=self.server_assignor,
             )
         )
-        member.epoch = response.member_epoch
+        self._received(member, response)
         self.members[member.member_id] = member
         return member
+
+    @staticmethod
+    def _received(member: ProtocolMember, response: hb.HeartbeatResponse) -> None:
+        member.epoch = response.member_epoch
+        if response.assignment is not None:
+            member.owned = tuple((t.topic_id, t.partitions) for t in response.assignment)
 
     def heartbeat(self, member_id: str, *, topics: Sequence[str] | None = None) -> None:
         """A heartbeat at the member's epoch; with `topics`, a new subscription. Nothing else changes."""
@@ -121,7 +128,24 @@ class ProtocolGroup:
                 owned=None,
             )
         )
-        member.epoch = response.member_epoch
+        self._received(member, response)
+
+    def reconcile(self, member_id: str, *, full: bool = False) -> None:
+        """A heartbeat reporting what the member owns, as a consumer reconciles: it takes what its last answer
+        assigned and drops what it was told to revoke (the acknowledgement). `full` also restates the rebalance
+        timeout and the subscription, which the coordinator answers with the member's whole assignment."""
+        member = self.members[member_id]
+        response = self._send(
+            hb.HeartbeatRequest(
+                self.group_id,
+                member_id,
+                member.epoch,
+                rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if full else -1,
+                subscribed_topic_names=member.topics if full and member.regex is None else None,
+                owned=member.owned,
+            )
+        )
+        self._received(member, response)
 
     def leave(self, member_id: str) -> None:
         """The member leaves the group for good (epoch -1)."""
