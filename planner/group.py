@@ -83,6 +83,9 @@ class GroupSpec:
     member_weights: np.ndarray | None  # float64[M] when given
     topic_uuids: np.ndarray | None = None  # int64[T, 2]: Kafka topic id (most, least significant bits) when given
     partition_racks: PartitionRacks | None = None  # replica racks per partition when given (KIP-881)
+    # The member ids in the order the input lists them (ConsumerGroupDescribe lists them in the coordinator's order,
+    # which the server-side assignors' tie-breaks follow); None when not parsed from a document
+    member_listing: tuple[str, ...] | None = None
 
     @property
     def num_partitions(self) -> int:
@@ -187,6 +190,7 @@ def parse_group(doc: Mapping[str, Any]) -> GroupSpec:
         ),
         topic_uuids=topic_uuids(doc.get("topic_ids"), topics),
         partition_racks=_partition_racks(doc.get("partition_racks"), topics, topic_start),
+        member_listing=tuple(raw_members),
     )
 
 
@@ -236,11 +240,11 @@ def topic_uuids(raw: Any, topics: tuple[str, ...]) -> np.ndarray | None:
         raise InputError(f"topic_ids: no id for topic {missing[0]!r} (give every topic an id, or none)")
     bits = np.empty((len(topics), 2), dtype=np.int64)
     for i, t in enumerate(topics):
-        bits[i] = _uuid_bits(raw[t], f"topic_ids[{t!r}]")
+        bits[i] = uuid_bits(raw[t], f"topic_ids[{t!r}]")
     return frozen(bits)
 
 
-def _uuid_bits(text: Any, what: str) -> tuple[int, int]:
+def uuid_bits(text: Any, what: str) -> tuple[int, int]:
     """Uuid.fromString: base64url (padding optional) of exactly 16 bytes, read as two big-endian signed longs."""
     if not isinstance(text, str) or len(text) > 24:
         raise InputError(f"{what} must be a base64 topic id of at most 24 characters, got {text!r}")

@@ -1,6 +1,6 @@
 """UniformAssignor ("uniform"): KIP-848's default server-side assignor, run by the group coordinator.
 
-Mirrors org.apache.kafka.coordinator.group.assignor.UniformAssignor as shipped in Kafka 4.0: balance first, then
+Mirrors org.apache.kafka.coordinator.group.assignor.UniformAssignor as shipped in Kafka 4.4: balance first, then
 stickiness. It picks a builder from the group's subscription type (ModernGroup.subscriptionType: HOMOGENEOUS
 when every member subscribes to the same topic names, existing or not): UniformHomogeneousAssignmentBuilder
 (`uniform_homogeneous`) or UniformHeterogeneousAssignmentBuilder (`uniform_heterogeneous`).
@@ -12,6 +12,12 @@ revokes before it assigns, member by member (KIP-848 reconciliation), which this
 hence the eager protocol: `assignment` is the target. Topics a member subscribes to that do not exist are
 dropped before the assignor runs, as the coordinator resolves names to ids (TopicIds). Rack ids are not
 used: Kafka removed rack awareness from the server-side assignors in 3.8 (KAFKA-16694).
+
+Both builders walk Java hash collections, so which member keeps what depends on Java's iteration orders. The
+`order` option says which: "coordinator" (the default) reproduces what the group coordinator passes, members
+and each member's target in java.util.HashMap/HashSet order (`planner.assignors._topic_order`); "sorted" is the
+order of Kafka's unit tests (a TreeMap of members, mkOrderedAssignment), which `UniformAssignor(order="sorted")`
+needs to reproduce their expected assignments.
 
 Example (UniformHomogeneousAssignmentBuilderTest.testReassignmentWhenOneMemberAddedAfterInitialAssignmentWith
 TwoMembersTwoTopics): M0 and M1 share t0 and t1 (3 partitions each); M2 joins. Each member's quota is 2, so M0
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.assignors._topic_order import INPUT_ORDERS, InputOrder
 from planner.assignors.uniform_heterogeneous import heterogeneous_assign
 from planner.assignors.uniform_homogeneous import homogeneous_assign
 from planner.group import GroupSpec, previous_owners
@@ -46,14 +53,19 @@ class UniformAssignor:
     name = "uniform"
     rebalance_protocol = "eager"
 
+    def __init__(self, order: InputOrder = "coordinator") -> None:
+        if order not in INPUT_ORDERS:
+            raise ValueError(f"unknown input order {order!r}: use one of {INPUT_ORDERS}")
+        self.order: InputOrder = order
+
     def assign(self, group: GroupSpec) -> np.ndarray:
         """The new target owner per partition id (-1 when no member subscribes to its topic)."""
         if not group.members:  # "if (groupSpec.memberIds().isEmpty()) return new GroupAssignment(emptyMap())"
             return np.full(group.num_partitions, -1, dtype=np.int32)
         target, _ = previous_owners(group)
         if is_homogeneous(group):
-            return homogeneous_assign(group, target)
-        return heterogeneous_assign(group, target)
+            return homogeneous_assign(group, target, self.order)
+        return heterogeneous_assign(group, target, self.order)
 
 
 def is_homogeneous(group: GroupSpec) -> bool:

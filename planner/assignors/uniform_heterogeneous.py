@@ -1,6 +1,6 @@
 """UniformHeterogeneousAssignmentBuilder: the uniform assignor when members subscribe to different topics.
 
-Mirrors org.apache.kafka.coordinator.group.assignor.UniformHeterogeneousAssignmentBuilder as shipped in Kafka 4.0
+Mirrors org.apache.kafka.coordinator.group.assignor.UniformHeterogeneousAssignmentBuilder as shipped in Kafka 4.4
 (KIP-848; KAFKA-17710 reworked it for speed). Guarantees, in priority order (its javadoc):
 1. balance: counts differ by at most one among the subscribers of each topic (overall balance is approached
    by at most MAX_ITERATION_COUNT passes, so overlapping subscriptions can stay slightly uneven);
@@ -11,7 +11,9 @@ Phases: maybeRevokePartitions (drop what a member no longer subscribes to), assi
 topic's unassigned partitions, topics in TopicComparator order, dealt to its least loaded subscribers) and
 balance (per topic, move partitions from its most to its least loaded subscribers, up to 16 passes).
 
-Members are indexed in member-id order (Kafka's tests sort them; the coordinator walks a HashMap); topic ties
+Members are indexed as the builder indexes them (`memberIds = new ArrayList<>(groupSpec.memberIds())`), which
+breaks every tie between equally loaded members (MemberComparator): in the coordinator's HashMap order by
+default, in member-id order for Kafka's unit tests (`planner.assignors._topic_order.member_order`). Topic ties
 break on Uuid.compareTo when topic ids are given, on the name otherwise. Racks are not used (KAFKA-16694).
 """
 
@@ -20,15 +22,22 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.assignors._topic_order import uuid_rank
+from planner.assignors._topic_order import InputOrder, member_order, uuid_rank
 from planner.group import GroupSpec
 
 MAX_ITERATION_COUNT = 16  # UniformHeterogeneousAssignmentBuilder.MAX_ITERATION_COUNT
 
 
-def heterogeneous_assign(group: GroupSpec, target: np.ndarray) -> np.ndarray:
-    """UniformHeterogeneousAssignmentBuilder.build: owner per partition id from the current target owners."""
+def heterogeneous_assign(group: GroupSpec, target: np.ndarray, order: InputOrder = "coordinator") -> np.ndarray:
+    """UniformHeterogeneousAssignmentBuilder.build: owner per partition id from the current target owners.
+
+    The phases below work on the builder's member indices (position in `memberIds`); the answer is mapped back.
+    """
+    walk = member_order(group, order)  # walk[i]: the member at builder index i
+    index = np.empty(len(walk), dtype=np.int64)
+    index[walk] = np.arange(len(walk))
     member, topic = group.subscription_pairs()
+    member = index[member]
     by_topic = member[np.lexsort((member, topic))]
     offsets = np.zeros(len(group.topics) + 1, dtype=np.int64)
     np.cumsum(np.bincount(topic, minlength=len(group.topics)), out=offsets[1:])
@@ -38,12 +47,13 @@ def heterogeneous_assign(group: GroupSpec, target: np.ndarray) -> np.ndarray:
     if len(sorted_topics) == 0:  # "if (subscribedTopicIds.isEmpty()) return new GroupAssignment(emptyMap())"
         return np.full(group.num_partitions, -1, dtype=np.int32)
 
-    owner = _revoke(group, target)
+    kept = _revoke(group, target)
+    owner = np.where(kept >= 0, index[np.maximum(kept, 0)], -1).astype(np.int32)
     sizes = np.bincount(owner[owner >= 0], minlength=len(group.members)).astype(np.int64)
     for t in sorted_topics:
         _assign_remaining(group, owner, sizes, t, subscribers[t])
     _balance(group, owner, sizes, [t for t in sorted_topics if len(subscribers[t]) >= 2], subscribers)
-    return owner
+    return np.where(owner >= 0, walk[np.maximum(owner, 0)], -1).astype(np.int32)
 
 
 def _sort_topics(group: GroupSpec, subscribers: list[np.ndarray]) -> np.ndarray:

@@ -1,21 +1,24 @@
 """UniformHomogeneousAssignmentBuilder: the uniform assignor when every member subscribes to the same topics.
 
-Mirrors org.apache.kafka.coordinator.group.assignor.UniformHomogeneousAssignmentBuilder as shipped in Kafka 4.0
+Mirrors org.apache.kafka.coordinator.group.assignor.UniformHomogeneousAssignmentBuilder as shipped in Kafka 4.4
 (KIP-848; KAFKA-16864 rewrote it for speed). Guarantees, in priority order (its javadoc):
 1. balance: member partition counts differ by at most one;
 2. stickiness: a member keeps as much of its current target assignment as its quota allows.
 
-The build is two phases. maybeRevokePartitions: walking members in order, the first `total % members` get a
-quota of `total // members + 1`, the rest `total // members`; each keeps its current partitions up to its
-quota and releases the others. assignRemainingPartitions: the unassigned partitions (those nobody held, topic by
-topic in the order Java's HashSet<Uuid> of subscribed topics iterates, then the released ones in release order)
-are dealt out in one pass, each member under quota taking the next `quota - kept` of them.
+The build is two phases. maybeRevokePartitions walks the members: each gets a quota of `total // members`,
+plus one while `remainingMembersToGetAnExtraPartition` (initially `total % members`) lasts; it keeps its current
+partitions up to that quota and releases the others. A member that could not fill its extra partition gives it
+up when enough members remain to take the extra ones, so extras go to the members that already hold them, the
+last members walked taking the rest (Kafka 4.0 gave them to the first `total % members` members walked).
+assignRemainingPartitions: the unassigned partitions (those nobody held, topic by topic in the order Java's
+HashSet<Uuid> of subscribed topics iterates, then the released ones in release order) are dealt out in one pass,
+each member under quota taking the next `quota - kept` of them.
 
-Orders Java leaves to hash maps are fixed here: members walk in member-id order (Kafka's tests use a TreeMap;
-the coordinator a HashMap), a member's current partitions walk topic by topic in name order, partitions
-ascending (the tests' mkOrderedAssignment order), and subscribed topics walk in HashSet<Uuid> order when topic
-ids are given, name order otherwise (`planner.assignors._topic_order`). Racks are not used: Kafka removed rack
-awareness from the server-side assignors (KAFKA-16694) and 4.0 ships without it.
+The walks follow Java's hash orders (`planner.assignors._topic_order`): members in the coordinator's HashMap
+order, a member's current partitions topic by topic as its HashMap<Uuid, Set<Integer>> iterates and partition by
+partition as its HashSet<Integer> does ("coordinator" input order), or in the orders of Kafka's unit tests
+(member ids, topic names, ascending partitions: "sorted"). Racks are not used: Kafka removed rack awareness from
+the server-side assignors (KAFKA-16694).
 """
 
 from __future__ import annotations
@@ -23,70 +26,118 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.assignors._topic_order import hash_set_order
+from planner.assignors._topic_order import (
+    InputOrder,
+    hash_set_order,
+    member_order,
+    member_topic_keys,
+    partition_keys,
+)
 from planner.group import GroupSpec
 
 
-def homogeneous_assign(group: GroupSpec, target: np.ndarray) -> np.ndarray:
+def homogeneous_assign(group: GroupSpec, target: np.ndarray, order: InputOrder = "coordinator") -> np.ndarray:
     """UniformHomogeneousAssignmentBuilder.build: owner per partition id from the current target owners."""
     owner = np.full(group.num_partitions, -1, dtype=np.int32)
     subscribed = group.subscriptions[0].astype(np.int64)  # every member's subscription is this one
     if len(subscribed) == 0:  # "if (subscribedTopicIds.isEmpty()) return new GroupAssignment(emptyMap())"
         return owner
-    counts = group.partition_counts
-    n_members = len(group.members)
-    minimum_quota, extra = divmod(int(counts[subscribed].sum()), n_members)
-    # remainingMembersToGetAnExtraPartition: the first `extra` members walked get minimumMemberQuota + 1.
-    quota = np.full(n_members, minimum_quota, dtype=np.int64)
-    quota[:extra] += 1
+    walk = member_order(group, order)  # groupSpec.memberIds(): walk[i] is the i-th member iterated
+    names = len(subscribed) + len(group.unknown_topics[int(walk[0])])  # the first member's subscribedTopicIds
+    held, holder = _held(group, target, subscribed, walk, order, names)
+    rank = np.empty(len(walk), dtype=np.int64)
+    rank[walk] = np.arange(len(walk))
+    held_count = np.bincount(rank[holder], minlength=len(walk))  # per walk position
+    keep, room = _quotas(int(group.partition_counts[subscribed].sum()), held_count)
 
-    kept, released = _revoke(group, target, subscribed, quota, owner)
-    unassigned = np.concatenate([_never_assigned(group, target, subscribed), released])
-    _assign_remaining(owner, unassigned, quota - kept)
+    first = np.concatenate([[0], np.cumsum(held_count)[:-1]])
+    kept = (np.arange(len(held)) - first[rank[holder]]) < keep[rank[holder]]
+    owner[held[kept]] = holder[kept]
+    unassigned = np.concatenate([_never_assigned(group, target, subscribed, names), held[~kept]])
+    # assignRemainingPartitions: unfilledMembers, in walk order, each take the next `room` unassigned partitions.
+    takers = np.repeat(walk.astype(np.int32), room)
+    if len(takers) < len(unassigned):  # cannot happen: quotas sum to the partition count
+        raise AssertionError("Partitions were left unassigned")
+    owner[unassigned] = takers[: len(unassigned)]
     return owner
 
 
-def _revoke(
-    group: GroupSpec, target: np.ndarray, subscribed: np.ndarray, quota: np.ndarray, owner: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """maybeRevokePartitions: each member keeps the first `quota` partitions of its target on subscribed topics.
+def _held(
+    group: GroupSpec, target: np.ndarray, subscribed: np.ndarray, walk: np.ndarray, order: InputOrder, names: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The current target partitions on subscribed topics and their holders, in maybeRevokePartitions' walk order.
 
-    Java walks the member's topics and keeps a whole topic while it fits the remaining quota, else partitions
-    one by one until the quota is spent: the kept set is a prefix of the walk. Topics outside the subscription
-    are dropped without counting. Returns the kept count per member and the released partitions in release
-    order (member by member, then walk order), which Java appends to unassignedPartitions.
+    Members in `walk` order; a member's partitions topic by topic as its Map<Uuid, Set<Integer>> iterates, then
+    as each Set<Integer> does. Topics outside the subscription are dropped without counting, so they are left
+    out here. Partitions are sorted by member, each (member, topic) run by its place in the member's map, and
+    partitions within runs only when a set iterates out of ascending order.
     """
     on_subscribed = np.zeros(len(group.topics), dtype=bool)
     on_subscribed[subscribed] = True
-    held = np.flatnonzero((target >= 0) & np.repeat(on_subscribed, group.partition_counts))
-    # Partition ids order a member's partitions by (topic name, partition): a stable sort by member keeps it.
-    held = held[np.argsort(target[held], kind="stable")]
+    held = np.flatnonzero((target >= 0) & np.repeat(on_subscribed, group.partition_counts)).astype(np.int64)
+    rank = np.empty(len(walk), dtype=np.int64)
+    rank[walk] = np.arange(len(walk))
+    by_member = rank[target[held]]
+    if len(walk) <= 1 << 16:  # a stable sort of 16-bit keys is a radix sort
+        by_member = by_member.astype(np.uint16)
+    held = held[np.argsort(by_member, kind="stable")]  # by member; then by partition id, topic-major
     holder = target[held].astype(np.int64)
-    first = np.searchsorted(holder, np.arange(len(group.members)))
-    keep = (np.arange(len(held)) - first[holder]) < quota[holder]
-    owner[held[keep]] = holder[keep]
-    return np.bincount(holder[keep], minlength=len(group.members)), held[~keep]
+    topic = np.repeat(np.arange(len(group.topics), dtype=np.int64), group.partition_counts)[held]
+    # The runs of one (member, topic): a member's Set<Integer> of that topic.
+    first = np.ones(len(held), dtype=bool)
+    first[1:] = (holder[1:] != holder[:-1]) | (topic[1:] != topic[:-1])
+    starts = np.flatnonzero(first)
+    lengths = np.diff(np.append(starts, len(held)))
+    major, minor = member_topic_keys(group, order, holder[starts], topic[starts], names)  # minor: one per topic
+    runs = np.lexsort((minor, major, rank[holder[starts]]))
+    lengths = lengths[runs]
+    sequence = np.repeat(starts[runs], lengths) + _ranges(lengths)
+    local = held[sequence] - group.topic_start[topic[sequence]]
+    bucket = partition_keys(order, local, np.repeat(lengths, lengths))
+    if np.any(bucket != local):  # some set iterates out of ascending order: sort within the runs, stably
+        run = np.repeat(np.arange(len(runs), dtype=np.int64), lengths)
+        sequence = sequence[np.argsort((run << 32) | bucket, kind="stable")]
+    return held[sequence], holder[sequence]
 
 
-def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray) -> NDArray[np.int64]:
+def _quotas(total: int, held_count: np.ndarray) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """maybeRevokePartitions' quotas, per member in walk order: how many held partitions it keeps (a prefix of
+    its walk) and its remaining quota (unfilledMembers' remainingQuota, 0 for a filled member).
+
+    Kafka 4.4 (not 4.0): quota = minimumMemberQuota, plus one (quotaHasExtraPartition) while
+    remainingMembersToGetAnExtraPartition > 0. After the walk, a member with quota left gives the extra back when
+    `memberCount - memberIndex > remainingMembersToGetAnExtraPartition` (others can still take it); a member that
+    keeps its extra partition, filled or not, consumes one of the remaining extras.
+    """
+    count = len(held_count)
+    minimum, remaining = divmod(total, count)
+    keep = np.zeros(count, dtype=np.int64)
+    room = np.zeros(count, dtype=np.int64)
+    for index, held in enumerate(held_count.tolist()):
+        extra = remaining > 0
+        quota = minimum + int(extra)
+        keep[index] = min(quota, held)
+        quota -= keep[index]
+        if quota > 0 and extra and count - index > remaining:
+            quota -= 1
+            extra = False
+        room[index] = quota
+        if extra:
+            remaining -= 1
+    return keep, room
+
+
+def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray, names: int) -> NDArray[np.int64]:
     """The partitions `!groupSpec.isPartitionAssigned`, topic by topic as the HashSet of subscribed ids iterates.
 
     The set is built from the first member's subscribedTopicIds, whose size() counts every subscribed name,
     existing or not (TopicIds.size), and that size fixes the HashSet's table.
     """
-    walk = hash_set_order(group, subscribed, len(subscribed) + len(group.unknown_topics[0]))
+    walk = hash_set_order(group, subscribed, names)
     lengths = group.partition_counts[walk]
     parts = np.repeat(group.topic_start[walk], lengths) + _ranges(lengths)
     never: NDArray[np.int64] = parts[target[parts] < 0]
     return never
-
-
-def _assign_remaining(owner: np.ndarray, unassigned: np.ndarray, room: np.ndarray) -> None:
-    """assignRemainingPartitions: unfilledMembers in member order each take the next `room` unassigned partitions."""
-    takers = np.repeat(np.arange(len(room), dtype=np.int32), room)
-    if len(takers) < len(unassigned):  # cannot happen: quotas sum to the partition count
-        raise AssertionError("Partitions were left unassigned")
-    owner[unassigned] = takers[: len(unassigned)]
 
 
 def _ranges(lengths: np.ndarray) -> NDArray[np.int64]:

@@ -1,13 +1,18 @@
 """UniformAssignor (KIP-848): Kafka's own unit tests of both builders, the builders transcribed line by line from
-the Java as references, and the documented guarantees on random groups.
+the Java as references, Java's collection orders checked against values printed by JDK 17 and Kafka 4.4.0's
+TimelineHashMap, target assignments recorded from an Apache Kafka 4.4.0 broker, and the documented guarantees on
+random groups.
 
-Upstream: apache/kafka group-coordinator, org.apache.kafka.coordinator.group.assignor, as of the Kafka 4.0 line
-(OptimizedUniformAssignmentBuilderTest is the test class of UniformHomogeneousAssignmentBuilder; Kafka 4.1 renamed
-it). Kafka's inputs use topic Uuids, which fix the order topics are walked in: the ports pass the same ids.
+Upstream: apache/kafka group-coordinator, org.apache.kafka.coordinator.group.assignor (UniformHomogeneous/
+UniformHeterogeneousAssignmentBuilderTest; the homogeneous one was OptimizedUniformAssignmentBuilderTest up to
+Kafka 4.0). Kafka's inputs use topic Uuids, which fix the order topics are walked in: the ports pass the same ids.
+Their members sit in a TreeMap and their targets in mkOrderedAssignment's insertion order, which the assignor's
+"sorted" input order reproduces; the coordinator passes hash-ordered collections instead ("coordinator").
 """
 
 from __future__ import annotations
 
+import base64
 from collections import defaultdict
 
 import numpy as np
@@ -17,7 +22,21 @@ from hypothesis import strategies as st
 
 from planner import assign
 from planner.assignment import by_member
-from planner.assignors._topic_order import hash_set_order, uuid_rank
+from planner.assignors._topic_order import (
+    INPUT_ORDERS,
+    InputOrder,
+    coordinator_member_order,
+    filled_capacity,
+    hash_set_capacity,
+    hash_set_order,
+    member_order,
+    name_set_rank,
+    partition_keys,
+    spread,
+    timeline_capacity,
+    uuid_hash_codes,
+    uuid_rank,
+)
 from planner.assignors.uniform import UniformAssignor, is_homogeneous
 from planner.assignors.uniform_heterogeneous import heterogeneous_assign
 from planner.assignors.uniform_homogeneous import homogeneous_assign
@@ -46,9 +65,9 @@ def kafka_group(topics: dict[str, int], members: dict[str, tuple[list[str], dict
     }
 
 
-def run(builder, doc: dict) -> dict[str, dict[str, set[int]]]:
+def run(builder, doc: dict | GroupSpec) -> dict[str, dict[str, set[int]]]:
     """A builder's answer as Kafka's tests compare it: member -> {topic: partitions}, empty topics left out."""
-    spec = parse_group(doc)
+    spec = doc if isinstance(doc, GroupSpec) else parse_group(doc)
     owner = builder(spec, previous_owners(spec)[0]) if spec.members else np.full(spec.num_partitions, -1)
     assert check_plan(spec, owner) == []
     parts = np.flatnonzero(owner >= 0)
@@ -62,31 +81,32 @@ def run(builder, doc: dict) -> dict[str, dict[str, set[int]]]:
 
 
 def homogeneous(doc: dict) -> dict[str, dict[str, set[int]]]:
-    """The homogeneous builder, and UniformAssignor agreeing with it (the subscriptions are identical)."""
+    """The homogeneous builder in the tests' input order, and UniformAssignor agreeing with it (the subscriptions
+    are identical)."""
     assert is_homogeneous(parse_group(doc))
-    result = run(homogeneous_assign, doc)
-    assert run(lambda g, _: UniformAssignor().assign(g), doc) == result
+    result = run(lambda g, t: homogeneous_assign(g, t, "sorted"), doc)
+    assert run(lambda g, _: UniformAssignor(order="sorted").assign(g), doc) == result
     return result
 
 
 def heterogeneous(doc: dict) -> dict[str, dict[str, set[int]]]:
     """The heterogeneous builder, which Kafka's tests call directly (their GroupSpec says HETEROGENEOUS)."""
-    return run(heterogeneous_assign, doc)
+    return run(lambda g, t: heterogeneous_assign(g, t, "sorted"), doc)
 
 
 NONE: dict[str, list[int]] = {}
 
 
-# --- UniformHomogeneousAssignmentBuilder: Kafka's OptimizedUniformAssignmentBuilderTest ------------------------
+# --- UniformHomogeneousAssignmentBuilder: Kafka's UniformHomogeneousAssignmentBuilderTest -----------------------
 
 
 def test_homogeneous_one_member_no_topic_subscription():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testOneMemberNoTopicSubscription"""
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testOneMemberNoTopicSubscription"""
     assert homogeneous(kafka_group({"topic1": 3}, {"A": ([], NONE)})) == {"A": {}}
 
 
 def test_homogeneous_one_member_subscribed_to_nonexistent_topic():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testOneMemberSubscribedToNonexistentTopic
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testOneMemberSubscribedToNonexistentTopic
 
     Kafka's builder throws for a topic id missing from the metadata; the coordinator never passes one, since it
     resolves subscribed names to ids of existing topics (TopicIds). A group lists names, so the name of a missing
@@ -96,21 +116,25 @@ def test_homogeneous_one_member_subscribed_to_nonexistent_topic():
 
 
 def test_homogeneous_first_assignment_two_members_two_topics_no_member_racks():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testFirstAssignmentTwoMembersTwoTopicsNoMemberRacks"""
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testFirstAssignmentTwoMembersTwoTopicsNoMemberRacks
+
+    The HashSet of the two Uuids iterates topic3 (bucket 9) before topic1 (bucket 10). In Kafka 4.4, A, which
+    holds nothing, gives its extra partition up (B can still take it): A gets 2, B 3 (Kafka 4.0 gave A 3).
+    """
     both = ["topic1", "topic3"]
     doc = kafka_group({"topic1": 3, "topic3": 2}, {"A": (both, NONE), "B": (both, NONE)})
-    # The HashSet of the two Uuids iterates topic3 (bucket 9) before topic1 (bucket 10).
-    assert homogeneous(doc) == {"A": {"topic1": {0}, "topic3": {0, 1}}, "B": {"topic1": {1, 2}}}
+    assert homogeneous(doc) == {"A": {"topic3": {0, 1}}, "B": {"topic1": {0, 1, 2}}}
 
 
 def test_homogeneous_first_assignment_num_members_greater_than_total_num_partitions():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testFirstAssignmentNumMembersGreaterThanTotalNumPartitions"""
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testFirstAssignmentNumMembersGreaterThanTotalNumPartitions
+    (in Kafka 4.4 the last members walked take the extra partitions: A gets none; 4.0 left C without)."""
     doc = kafka_group({"topic3": 2}, {m: (["topic3"], NONE) for m in "ABC"})
-    assert homogeneous(doc) == {"A": {"topic3": {0}}, "B": {"topic3": {1}}, "C": {}}
+    assert homogeneous(doc) == {"A": {}, "B": {"topic3": {0}}, "C": {"topic3": {1}}}
 
 
 def test_homogeneous_validity_and_balance_for_large_sample_set():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testValidityAndBalanceForLargeSampleSet (random Uuids there:
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testValidityAndBalanceForLargeSampleSet (random Uuids there:
     topic-name order here; checkValidityAndBalance is check_plan with the balance rule)."""
     topics = {f"topic-{i}": 3 for i in range(1, 100)}
     doc = {"topics": topics, "members": {f"member{i}": {"topics": list(topics)} for i in range(1, 50)}}
@@ -122,7 +146,7 @@ def test_homogeneous_validity_and_balance_for_large_sample_set():
 
 
 def test_homogeneous_reassignment_given_unbalanced_prev_assignment():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testReassignmentForTwoMembersTwoTopicsGivenUnbalancedPrevAssignment"""  # noqa: E501
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testReassignmentForTwoMembersTwoTopicsGivenUnbalancedPrevAssignment"""  # noqa: E501
     both = ["topic1", "topic2"]
     doc = kafka_group(
         {"topic1": 3, "topic2": 3},
@@ -132,20 +156,21 @@ def test_homogeneous_reassignment_given_unbalanced_prev_assignment():
 
 
 def test_homogeneous_reassignment_when_partitions_are_added():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testReassignmentWhenPartitionsAreAddedForTwoMembersTwoTopics"""
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testReassignmentWhenPartitionsAreAddedForTwoMembersTwoTopics
+    (Kafka 4.4: A gives its extra partition up to B, the last member walked; 4.0 gave it to A)."""
     both = ["topic1", "topic2"]
     doc = kafka_group(
         {"topic1": 6, "topic2": 5},
         {"A": (both, {"topic1": [0, 2], "topic2": [0]}), "B": (both, {"topic1": [1], "topic2": [1, 2]})},
     )
     assert homogeneous(doc) == {
-        "A": {"topic1": {0, 2, 3}, "topic2": {0, 3, 4}},
-        "B": {"topic1": {1, 4, 5}, "topic2": {1, 2}},
+        "A": {"topic1": {0, 2}, "topic2": {0, 3, 4}},
+        "B": {"topic1": {1, 3, 4, 5}, "topic2": {1, 2}},
     }
 
 
 def test_homogeneous_reassignment_when_one_member_added():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testReassignmentWhenOneMemberAddedAfterInitialAssignmentWithTwoMembersTwoTopics"""  # noqa: E501
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testReassignmentWhenOneMemberAddedAfterInitialAssignmentWithTwoMembersTwoTopics"""  # noqa: E501
     both = ["topic1", "topic2"]
     doc = kafka_group(
         {"topic1": 3, "topic2": 3},
@@ -163,7 +188,7 @@ def test_homogeneous_reassignment_when_one_member_added():
 
 
 def test_homogeneous_reassignment_when_one_member_removed():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testReassignmentWhenOneMemberRemovedAfterInitialAssignmentWithThreeMembersTwoTopics"""  # noqa: E501
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testReassignmentWhenOneMemberRemovedAfterInitialAssignmentWithThreeMembersTwoTopics"""  # noqa: E501
     both = ["topic1", "topic2"]
     doc = kafka_group(
         {"topic1": 3, "topic2": 3},
@@ -173,7 +198,7 @@ def test_homogeneous_reassignment_when_one_member_removed():
 
 
 def test_homogeneous_reassignment_when_one_subscription_removed():
-    """Kafka: OptimizedUniformAssignmentBuilderTest.testReassignmentWhenOneSubscriptionRemovedAfterInitialAssignmentWithTwoMembersTwoTopics"""  # noqa: E501
+    """Kafka: UniformHomogeneousAssignmentBuilderTest.testReassignmentWhenOneSubscriptionRemovedAfterInitialAssignmentWithTwoMembersTwoTopics"""  # noqa: E501
     doc = kafka_group(
         {"topic1": 2, "topic2": 2},
         {"A": (["topic2"], {"topic1": [0], "topic2": [0]}), "B": (["topic2"], {"topic1": [1], "topic2": [1]})},
@@ -329,6 +354,159 @@ def test_topic_walks_follow_java_hash_set_and_uuid_order():
     assert hash_set_order(parse_group(doc), np.asarray([2, 0, 1]), 3).tolist() == [0, 1, 2]
 
 
+def test_java_table_sizes():
+    """HashSet(Collection) (JDK 17) sizes its table once from (int) (size / .75f) + 1; new HashMap<>() doubles from
+    16 when a put makes size > 0.75 * capacity; Kafka's TimelineHashMap starts at 2 and doubles when
+    (size + 1) * 0.75 > capacity."""
+    assert [hash_set_capacity(n) for n in (0, 11, 12, 24, 25)] == [16, 16, 32, 64, 64]
+    assert [filled_capacity(n) for n in (0, 12, 13, 24, 25)] == [16, 16, 32, 32, 64]
+    assert [timeline_capacity(n) for n in (0, 2, 3, 5, 6, 10, 11)] == [2, 2, 4, 4, 8, 8, 16]
+
+
+def test_member_order_is_the_coordinators_hash_map_order():
+    """TargetAssignmentBuilder.build puts the members into a HashMap in OverlayMap order: the group's TimelineHashMap,
+    then the joining member. Expected values printed by JDK 17 with Kafka 4.4.0's TimelineHashMap: six members
+    joined in the order 89Bv, I4Ej, rMp_, XNKH, 5rWN, o3Lb, then NvZ1 joined (its heartbeat computes the target).
+
+    ConsumerGroupDescribe lists the members in TimelineHashMap order (`describe`): I4Ej and 89Bv share a slot there
+    (newest first) and a HashMap bucket (3), so only that listing tells their order; NvZ1 shares bucket 0 with rMp_
+    and comes after it, being the addition (it has no target yet), though its slot comes first.
+    """
+    describe = ["o3Lbj25AXZP_7ZI1KIvHgQ", "NvZ1zIHnTvXo4l2UDtkEdQ", "I4Ej5dwzg4NrnxXEC2gMHA", "89Bvhj__yDATepd3U-jrQw"]
+    describe += ["5rWN50SrbM6Ah3tvceH20g", "rMp_DdOsU19ImzQPa9f1Aw", "XNKHXqluwrNNmEv_r5SeXg"]
+    member_specs = [
+        "rMp_DdOsU19ImzQPa9f1Aw",
+        "NvZ1zIHnTvXo4l2UDtkEdQ",
+        "I4Ej5dwzg4NrnxXEC2gMHA",
+        "89Bvhj__yDATepd3U-jrQw",
+    ]
+    member_specs += ["XNKHXqluwrNNmEv_r5SeXg", "5rWN50SrbM6Ah3tvceH20g", "o3Lbj25AXZP_7ZI1KIvHgQ"]
+    owned = {m: [] if m.startswith("NvZ1") else [["t", i]] for i, m in enumerate(describe)}
+    spec = parse_group({"topics": {"t": 7}, "members": {m: {"topics": ["t"], "owned": owned[m]} for m in describe}})
+    assert [spec.members[m] for m in coordinator_member_order(spec)] == member_specs
+    assert [spec.members[m] for m in member_order(spec, "sorted")] == sorted(describe)
+
+
+def test_partition_sets_iterate_as_java_hash_sets():
+    """Assignment.fromRecord's new HashSet<>(partitions): Integer.hashCode buckets, spread by h ^ (h >>> 16)
+    (expected values printed by JDK 17)."""
+
+    def walk(partitions: list[int]) -> list[int]:
+        parts = np.asarray(partitions)
+        return parts[np.argsort(partition_keys("coordinator", parts, np.full(len(parts), len(parts))), kind="stable")]
+
+    assert walk([3, 16, 17, 20, 33, 35, 40, 100]).tolist() == [16, 17, 33, 3, 35, 20, 100, 40]
+    big = walk(list(range(65530, 65545))).tolist()
+    assert big == [65537, 65536, 65539, 65538, 65541, 65540, 65543, 65542, 65544, *range(65530, 65536)]
+    assert partition_keys("sorted", np.asarray([40, 3]), np.asarray([2, 2])).tolist() == [40, 3]
+
+
+def test_an_unknown_input_order_is_refused():
+    with pytest.raises(ValueError, match="unknown input order"):
+        UniformAssignor(order="hashed")  # type: ignore[arg-type]
+
+
+# Target assignments computed by an Apache Kafka 4.4.0 broker (tests/integration/test_broker_judge.py): the group
+# as ConsumerGroupDescribe listed it (members in the coordinator's order), each member's `owned` being its previous
+# target, and the new target the broker computed.
+BROKER_CASES = {
+    "homogeneous: a member joins; the map of TVK8 walks t3 (bucket 12) before t1 (bucket 15)": (
+        {
+            "topics": {"judge-t1": 3, "judge-t3": 1},
+            "topic_ids": {"judge-t1": "pwFeV0xsRECzKSIh0Cj6NQ", "judge-t3": "Ayo6Tf3yQfKCoIZDtSzp1A"},
+            "members": {
+                "T2NBJ5ojvve-UGVk86FgcQ": {"topics": ["judge-t1", "judge-t3"], "owned": []},
+                "TVK8YUvtzgMCl8XlOPEtkg": {
+                    "topics": ["judge-t1", "judge-t3"],
+                    "owned": [["judge-t1", 0], ["judge-t1", 1], ["judge-t1", 2], ["judge-t3", 0]],
+                },
+            },
+        },
+        {
+            "T2NBJ5ojvve-UGVk86FgcQ": [("judge-t1", 1), ("judge-t1", 2)],
+            "TVK8YUvtzgMCl8XlOPEtkg": [("judge-t1", 0), ("judge-t3", 0)],
+        },
+    ),
+    "homogeneous: t2 and t5 share a bucket; the first member got t2 first, so its map walks t5 first": (
+        {
+            "topics": {"judge-t1": 3, "judge-t2": 8, "judge-t5": 4},
+            "topic_ids": {
+                "judge-t1": "pwFeV0xsRECzKSIh0Cj6NQ",
+                "judge-t2": "QN_iy8wNQjKcXCokKxm4Fw",
+                "judge-t5": "drt6xJIBTRiDhoZ6YR6T2Q",
+            },
+            "members": {
+                "3UWvHLDKrhx10N1mz3L4WA": {
+                    "topics": ["judge-t1", "judge-t2", "judge-t5"],
+                    "owned": [[t, p] for t, n in (("judge-t1", 3), ("judge-t2", 8), ("judge-t5", 4)) for p in range(n)],
+                },
+                "-mDb1iUykEGfzbnhqUxWuQ": {"topics": ["judge-t1", "judge-t2", "judge-t5"], "owned": []},
+            },
+        },
+        {
+            "3UWvHLDKrhx10N1mz3L4WA": [*(("judge-t2", p) for p in range(4)), *(("judge-t5", p) for p in range(4))],
+            "-mDb1iUykEGfzbnhqUxWuQ": [*(("judge-t1", p) for p in range(3)), *(("judge-t2", p) for p in range(4, 8))],
+        },
+    ),
+    "homogeneous: I4Ej and 89Bv share a bucket and a slot; the listing orders them": (
+        {
+            "topics": {"judge-t0": 6, "judge-t1": 3, "judge-t3": 1},
+            "topic_ids": {
+                "judge-t0": "72M0fWVcTtOlWCDGQnALJA",
+                "judge-t1": "pwFeV0xsRECzKSIh0Cj6NQ",
+                "judge-t3": "Ayo6Tf3yQfKCoIZDtSzp1A",
+            },
+            "members": {
+                "I4Ej5dwzg4NrnxXEC2gMHA": {
+                    "topics": ["judge-t0", "judge-t1", "judge-t3"],
+                    "owned": [["judge-t0", 5], ["judge-t1", 0], ["judge-t1", 1], ["judge-t1", 2], ["judge-t3", 0]],
+                },
+                "89Bvhj__yDATepd3U-jrQw": {
+                    "topics": ["judge-t0", "judge-t1", "judge-t3"],
+                    "owned": [["judge-t0", p] for p in range(5)],
+                },
+                "rMp_DdOsU19ImzQPa9f1Aw": {"topics": ["judge-t0", "judge-t1", "judge-t3"], "owned": []},
+            },
+        },
+        {
+            "I4Ej5dwzg4NrnxXEC2gMHA": [("judge-t0", 5), ("judge-t1", 0), ("judge-t1", 1), ("judge-t3", 0)],
+            "89Bvhj__yDATepd3U-jrQw": [("judge-t0", 0), ("judge-t0", 1), ("judge-t0", 2)],
+            "rMp_DdOsU19ImzQPa9f1Aw": [("judge-t0", 3), ("judge-t0", 4), ("judge-t1", 2)],
+        },
+    ),
+    "heterogeneous: three members without a target compete for one partition": (
+        {
+            "topics": {"judge-s43": 2, "judge-t3": 1},
+            "topic_ids": {"judge-s43": "fzca_p0JS2W04vRhrl_7xg", "judge-t3": "Ayo6Tf3yQfKCoIZDtSzp1A"},
+            "members": {
+                "0fnv-ht4TETZ0vXtDsadNw": {"topics": ["judge-t3"], "owned": []},
+                "82K3CMFccb_i8jQwjAcjBw": {"topics": ["judge-t3"], "owned": []},
+                "1aJcAoMuoogpHhqmGIKe7Q": {"topics": ["judge-t3"], "owned": []},
+                "X1PybJOdYdxusQjig5qmsA": {"topics": ["judge-s43"], "owned": [["judge-t3", 0]]},
+            },
+        },
+        {
+            "0fnv-ht4TETZ0vXtDsadNw": [],
+            "82K3CMFccb_i8jQwjAcjBw": [("judge-t3", 0)],
+            "1aJcAoMuoogpHhqmGIKe7Q": [],
+            "X1PybJOdYdxusQjig5qmsA": [("judge-s43", 0), ("judge-s43", 1)],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BROKER_CASES)
+def test_the_coordinator_order_gives_the_brokers_target(case: str):
+    """With the coordinator's orders the assignor computes the broker's target; the order of Kafka's unit tests
+    (members and topics sorted) does not, in each of these cases."""
+    doc, broker = BROKER_CASES[case]
+    assert assign("uniform", doc).assignment == broker
+    spec = parse_group(doc)
+    owner = UniformAssignor(order="sorted").assign(spec)
+    parts = np.flatnonzero(owner >= 0)
+    assert by_member(spec, parts, owner[parts]) != broker
+
+
 def test_server_side_assignors_ignore_racks():
     """KAFKA-16694 removed rack awareness from the server-side assignors: member and partition racks change
     nothing (Kafka 4.0's UniformAssignor never reads them)."""
@@ -356,32 +534,61 @@ def test_bad_topic_ids_are_rejected_naming_the_field(ids: dict, message: str):
 # --- The builders transcribed from the Java, as references on random groups -----------------------------------
 
 
-def java_homogeneous(spec: GroupSpec) -> dict[int, int]:
-    """UniformHomogeneousAssignmentBuilder.build, line by line over dicts and lists (partition id -> member)."""
+def java_walks(spec: GroupSpec, order: InputOrder) -> tuple[list[int], dict[int, list[list[int]]]]:
+    """The members in `groupSpec.memberIds()` order and each member's current target as its Map<Uuid, Set<Integer>>
+    iterates (topic by topic, each a list of partition ids), computed one member and one topic at a time."""
+    target = previous_owners(spec)[0]
+    members = [int(m) for m in member_order(spec, order)]
+    names = len(spec.subscriptions[0]) + len(spec.unknown_topics[0])
+    tie = name_set_rank(spec, hash_set_capacity(names))
+    claimed = {m: {int(t) for t in spec.topic_of(spec.claim_partition[spec.claim_member == m])} for m in members}
+    walks: dict[int, list[list[int]]] = {}
+    for m in members:
+        by_topic: dict[int, list[int]] = defaultdict(list)
+        for p in np.flatnonzero(target == m).tolist():
+            by_topic[int(spec.topic_of(np.asarray([p]))[0])].append(p)
+
+        def topic_key(t: int, m: int = m) -> tuple[int, int]:
+            if order == "sorted" or spec.topic_uuids is None:
+                return 0, t  # mkOrderedAssignment: topic names
+            code = uuid_hash_codes(spec.topic_uuids[[t]])
+            return int(spread(code)[0]) & (filled_capacity(len(claimed[m])) - 1), -int(tie[t])
+
+        walks[m] = []
+        for t in sorted(by_topic, key=topic_key):
+            parts = by_topic[t]
+            local = np.asarray(parts) - int(spec.topic_start[t])
+            key = partition_keys(order, local, np.full(len(parts), len(parts)))
+            walks[m].append([parts[i] for i in np.argsort(key, kind="stable")])
+    return members, walks
+
+
+def java_homogeneous(spec: GroupSpec, order: InputOrder) -> dict[int, int]:
+    """UniformHomogeneousAssignmentBuilder.build (Kafka 4.4), line by line over lists (partition id -> member)."""
     target = previous_owners(spec)[0]
     subscribed = [int(t) for t in spec.subscriptions[0]]
     if not subscribed:
         return {}
-    walk = [int(t) for t in hash_set_order(spec, np.asarray(subscribed), len(subscribed) + len(spec.unknown_topics[0]))]
+    members, walks = java_walks(spec, order)
+    names = len(subscribed) + len(spec.unknown_topics[members[0]])
     unassigned, total = [], 0
-    for t in walk:
+    for t in [int(t) for t in hash_set_order(spec, np.asarray(subscribed), names)]:
         for p in range(int(spec.topic_start[t]), int(spec.topic_start[t + 1])):
             if target[p] < 0:  # !groupSpec.isPartitionAssigned(topicId, i)
                 unassigned.append(p)
         total += int(spec.partition_counts[t])
-    minimum, remaining_extra = divmod(total, len(spec.members))
+    minimum_quota = total // len(members)
+    remaining_members_to_get_an_extra_partition = total % len(members)
     assignment: dict[int, int] = {}
     unfilled = []
-    for m in range(len(spec.members)):
-        quota = minimum
-        if remaining_extra > 0:
+    for member_index, m in enumerate(members):  # maybeRevokePartitions
+        quota = minimum_quota
+        quota_has_extra_partition = False
+        if remaining_members_to_get_an_extra_partition > 0:
             quota += 1
-            remaining_extra -= 1
-        by_topic: dict[int, list[int]] = defaultdict(list)
-        for p in np.flatnonzero(target == m).tolist():
-            by_topic[int(spec.topic_of(np.asarray([p]))[0])].append(p)
-        for t, parts in sorted(by_topic.items()):
-            if t not in subscribed:
+            quota_has_extra_partition = True
+        for parts in walks[m]:
+            if int(spec.topic_of(np.asarray(parts[:1]))[0]) not in subscribed:
                 continue
             if len(parts) <= quota:
                 quota -= len(parts)
@@ -393,10 +600,19 @@ def java_homogeneous(spec: GroupSpec) -> dict[int, int]:
                         assignment[p] = m
                     else:
                         unassigned.append(p)
+        if (
+            quota > 0
+            and quota_has_extra_partition
+            and len(members) - member_index > remaining_members_to_get_an_extra_partition
+        ):
+            quota -= 1
+            quota_has_extra_partition = False
         if quota > 0:
             unfilled.append((m, quota))
+        if quota_has_extra_partition:
+            remaining_members_to_get_an_extra_partition -= 1
     index = 0
-    for m, quota in unfilled:
+    for m, quota in unfilled:  # assignRemainingPartitions
         for _ in range(quota):
             if index < len(unassigned):
                 assignment[unassigned[index]] = m
@@ -453,13 +669,16 @@ class JavaBalancer:
         return self.most_level - self.least_level <= 1
 
 
-def java_heterogeneous(spec: GroupSpec) -> dict[int, int]:
-    """UniformHeterogeneousAssignmentBuilder.build, line by line (partition id -> member)."""
-    target = previous_owners(spec)[0]
+def java_heterogeneous(spec: GroupSpec, order: InputOrder) -> dict[int, int]:
+    """UniformHeterogeneousAssignmentBuilder.build, line by line (partition id -> member). Members are numbered
+    by their index in `memberIds = new ArrayList<>(groupSpec.memberIds())`."""
+    member_ids = [int(m) for m in member_order(spec, order)]
+    index_of = {m: i for i, m in enumerate(member_ids)}
+    target = np.asarray([index_of[m] if m >= 0 else -1 for m in previous_owners(spec)[0].tolist()])
     subscribers: dict[int, list[int]] = defaultdict(list)
-    for m, subs in enumerate(spec.subscriptions):
-        for t in subs.tolist():
-            subscribers[t].append(m)
+    for i, m in enumerate(member_ids):
+        for t in spec.subscriptions[m].tolist():
+            subscribers[t].append(i)
     if not subscribers:
         return {}
     count = {t: int(spec.partition_counts[t]) for t in subscribers}
@@ -472,7 +691,7 @@ def java_heterogeneous(spec: GroupSpec) -> dict[int, int]:
     sizes = [0] * len(spec.members)
     for p, m in enumerate(target.tolist()):  # maybeRevokePartitions
         t = int(spec.topic_of(np.asarray([p]))[0])
-        if m >= 0 and t in spec.subscriptions[m]:
+        if m >= 0 and t in spec.subscriptions[member_ids[m]]:
             owners[t][p - int(spec.topic_start[t])] = m
             sizes[m] += 1
     balancer = JavaBalancer(sizes)
@@ -532,13 +751,15 @@ def java_heterogeneous(spec: GroupSpec) -> dict[int, int]:
                 last = index
         if done:
             break
-    return {int(spec.topic_start[t]) + p: m for t, ps in owners.items() for p, m in enumerate(ps) if m >= 0}
+    return {int(spec.topic_start[t]) + p: member_ids[m] for t, ps in owners.items() for p, m in enumerate(ps) if m >= 0}
 
 
 @st.composite
 def groups(draw: st.DrawFn, same_subscriptions: bool) -> dict:
-    """Random groups with current targets (often lopsided, sometimes stale, overlapping or unsubscribed)."""
-    topics = {f"t{i}": draw(st.integers(0, 12)) for i in range(draw(st.integers(1, 5)))}
+    """Random groups with current targets (often lopsided, sometimes stale, overlapping or unsubscribed), members
+    listed in a random order, sometimes with topic ids and topics of more partitions than a small set's buckets."""
+    most = draw(st.sampled_from([12, 40]))
+    topics = {f"t{i}": draw(st.integers(0, most)) for i in range(draw(st.integers(1, 5)))}
     pool = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"]
     names = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=8, unique=True))
     everyone = draw(st.lists(st.sampled_from(sorted(topics)), min_size=1, unique=True))
@@ -548,7 +769,13 @@ def groups(draw: st.DrawFn, same_subscriptions: bool) -> dict:
         subs = everyone if same_subscriptions else draw(st.lists(st.sampled_from(sorted(topics)), unique=True))
         owned = draw(st.lists(st.sampled_from(partitions), max_size=draw(st.sampled_from([2, 6, 30]))))
         members[m] = {"topics": subs, "owned": owned, "generation": draw(st.integers(1, 2))}
-    return {"topics": topics, "members": members}
+    doc = {"topics": topics, "members": members}
+    if draw(st.booleans()):
+        ids = draw(st.lists(st.binary(min_size=16, max_size=16), min_size=len(topics), max_size=len(topics)))
+        doc["topic_ids"] = {
+            t: base64.urlsafe_b64encode(i).decode().rstrip("=") for t, i in zip(topics, ids, strict=True)
+        }
+    return doc
 
 
 def _pairs(owner: np.ndarray) -> dict[int, int]:
@@ -558,18 +785,18 @@ def _pairs(owner: np.ndarray) -> dict[int, int]:
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(groups(same_subscriptions=True))
-def test_homogeneous_matches_the_java_transcription(doc: dict):
+@given(groups(same_subscriptions=True), st.sampled_from(INPUT_ORDERS))
+def test_homogeneous_matches_the_java_transcription(doc: dict, order: InputOrder):
     spec = parse_group(doc)
-    assert _pairs(homogeneous_assign(spec, previous_owners(spec)[0])) == java_homogeneous(spec)
+    assert _pairs(homogeneous_assign(spec, previous_owners(spec)[0], order)) == java_homogeneous(spec, order)
 
 
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(groups(same_subscriptions=False))
-def test_heterogeneous_matches_the_java_transcription(doc: dict):
+@given(groups(same_subscriptions=False), st.sampled_from(INPUT_ORDERS))
+def test_heterogeneous_matches_the_java_transcription(doc: dict, order: InputOrder):
     spec = parse_group(doc)
-    assert _pairs(heterogeneous_assign(spec, previous_owners(spec)[0])) == java_heterogeneous(spec)
+    assert _pairs(heterogeneous_assign(spec, previous_owners(spec)[0], order)) == java_heterogeneous(spec, order)
 
 
 # --- The documented guarantees on random groups ----------------------------------------------------------------
