@@ -8,10 +8,10 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 
 .PHONY: install system demo test test-fast lint typecheck bench spark-connect clean
 
-KAFKA_LIB := .cache/kafka/lib
-KAFKA_STAMP := $(KAFKA_LIB)/.resolved
+JVM_STAMP := .cache/.resolved
+JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml
 
-install: system $(STAMP) $(KAFKA_STAMP)
+install: system $(STAMP) $(JVM_STAMP)
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml
@@ -20,13 +20,13 @@ $(STAMP): constraints.txt pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt -e '.[demo,dev]'
 	@touch $(STAMP)
 
-# Apache Kafka for the demo, the tests and the benches: Maven copies the broker, its CLIs and a log4j2 binding from
-# Maven Central into a git-ignored cache, once (again only when the pom changes).
-$(KAFKA_STAMP): jvm/kafka-runtime/pom.xml
-	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to resolve Apache Kafka" >&2; exit 1; }
-	@rm -rf $(KAFKA_LIB)
-	@mvn -q -B -Dstyle.color=never -f jvm/kafka-runtime/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIB) \
-	  || { echo "Maven could not resolve Apache Kafka from Maven Central (jvm/kafka-runtime/pom.xml): check the network or ~/.m2/settings.xml" >&2; exit 1; }
+# The JVM runtimes (jvm/): Apache Kafka for the demo, the tests and the benches, and Delta Lake's Spark connector.
+# Maven copies them from Maven Central into the git-ignored .cache/<module>/lib, once (again when a pom changes).
+$(JVM_STAMP): $(JVM_POMS)
+	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to resolve Apache Kafka and Delta Lake" >&2; exit 1; }
+	@rm -rf .cache/kafka .cache/delta
+	@mvn -q -B -Dstyle.color=never -f jvm/pom.xml dependency:copy-dependencies >/dev/null \
+	  || { echo "Maven could not resolve Apache Kafka and Delta Lake from Maven Central (jvm/pom.xml): check the network or ~/.m2/settings.xml" >&2; exit 1; }
 	@touch $@
 
 # Spark and Kafka need a JVM, Kafka's resolution Maven, the report tests a real browser: when java, mvn or chromium

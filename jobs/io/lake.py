@@ -38,13 +38,17 @@ from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError
 from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.io.spark import has_delta_connector, local_frame
 from planner.errors import SourceError
 from schemas import TABLES, TableSpec
 
 log = logging.getLogger(__name__)
+
+
+# Every table stays at Delta's protocol (reader 1, writer 2, no table features), which both engines read and write:
+# delta-rs commits most tables, Spark's connector reads them all and may append (docs/architecture.md, "The lake").
+# Timestamps are UTC-aware (`schemas.spec.TS`), so no table needs the timestampNtz feature (writer 7).
+PROTOCOL = {"delta.minReaderVersion": "1", "delta.minWriterVersion": "2"}
 
 
 class Lake:
@@ -73,6 +77,7 @@ class Lake:
                     partition_by=list(spec.partition_by) or None,
                     name=spec.name,
                     description=spec.description,
+                    configuration=PROTOCOL,
                 )
             elif _missing_columns(spec, DeltaTable(path)):
                 with self.lock():
@@ -149,27 +154,17 @@ class Lake:
         return scan.to_table().cast(schema)
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:
-        """The table's current snapshot as a Spark DataFrame, read from the Delta log's file list."""
-        spec = TABLES[name]
-        schema = from_arrow_schema(spec.schema)
-        files = DeltaTable(self.path(name)).file_uris()
-        if not files:
-            return local_frame(spark, [], spec.schema)
-        reader = spark.read.schema(schema)
-        if spec.partition_by:
-            reader = reader.option("basePath", str(self.path(name)))
-        return reader.parquet(*files)
+        """The table's current snapshot as a Spark DataFrame, read as Delta by the connector."""
+        return spark.read.format("delta").load(str(self.path(name)))
 
     def register_views(self, spark: SparkSession) -> list[str]:
-        """Expose every table to Spark SQL: a catalog Delta table with the connector, a temp view otherwise."""
-        delta = has_delta_connector(spark)
+        """Expose every table to Spark SQL as a Delta table of the session's catalog (so `VERSION AS OF`,
+        `TIMESTAMP AS OF` and `DESCRIBE HISTORY` work on it); `rebalance sql` refuses any write to them. A name
+        registered before (another lake in the same session) is dropped first: an external table, so its data stays.
+        """
         for name in TABLES:
-            if delta:
-                spark.sql(f"CREATE TABLE IF NOT EXISTS `{name}` USING delta LOCATION '{self.path(name)}'")
-            else:
-                # A projection over the files, not the file relation itself: Spark refuses INSERT into it.
-                frame = self.read(spark, name)
-                frame.select(*frame.columns).createOrReplaceTempView(name)
+            spark.sql(f"DROP TABLE IF EXISTS `{name}`")
+            spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{self.path(name)}'")
         return list(TABLES)
 
     @contextmanager

@@ -54,6 +54,25 @@ SQL_CONF = {
 SHIPPED = ("planner", "schemas", "jobs/__init__.py", "jobs/kernels")
 ROOT = Path(__file__).resolve().parents[2]
 
+# Delta Lake's Spark connector, resolved by `make install` (jvm/delta-runtime/pom.xml) into the repository's cache.
+DELTA_LIB = Path(os.environ.get("REBALANCE_DELTA_LIB", ROOT / ".cache" / "delta" / "lib"))
+
+
+def delta_conf(lib: Path = DELTA_LIB) -> dict[str, str]:
+    """The settings that load Delta Lake into a session (driver, executors, a Connect server): the connector's
+    jars on the classpath (shipped to a cluster's executors by Spark), its SQL extension and its catalog."""
+    jars = sorted(lib.glob("*.jar"))
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise SourceError(f"Delta Lake's Spark connector is not installed in {lib}: run `make install`")
+    return {
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # A table's state is rebuilt from its log in this many tasks (Delta's default, 50, is for large logs: on a
+        # lake's small tables it is 50 tasks of start-up per read).
+        "spark.databricks.delta.snapshotPartitions": "2",
+    }
+
 
 @dataclass(frozen=True)
 class SparkSettings:
@@ -145,7 +164,8 @@ def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
         builder = builder.config("spark.driver.bindAddress", bind)
     if python:
         builder = builder.config("spark.pyspark.python", python)
-    for name, value in [*SQL_CONF.items(), *((f"spark.executorEnv.{k}", v) for k, v in MALLOC_ENV.items())]:
+    executor_env = ((f"spark.executorEnv.{k}", v) for k, v in MALLOC_ENV.items())
+    for name, value in [*SQL_CONF.items(), *executor_env, *delta_conf().items()]:
         builder = builder.config(name, value)
     for name, value in settings.conf:
         builder = builder.config(name, value)
@@ -224,21 +244,6 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: p
 def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def has_delta_connector(spark: SparkSession) -> bool:
-    """True when the session can read and write Delta through the catalog (delta-spark jars present).
-
-    Over Spark Connect the client cannot look inside the server's JVM, so the lake's own reader is used.
-    """
-    jvm = None if is_connect(spark) else spark.sparkContext._jvm
-    if jvm is None:
-        return False
-    try:
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:
-        return False
-    return True
 
 
 def shipped_files(root: Path = ROOT) -> Iterator[tuple[str, Path]]:

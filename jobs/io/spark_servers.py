@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyspark
 
-from jobs.io.spark import JVM_OPTIONS, LOOPBACK
+from jobs.io.spark import JVM_OPTIONS, LOOPBACK, delta_conf
 from planner.errors import SourceError
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -226,6 +226,7 @@ def connect_server(
         "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.sql.session.timeZone": "UTC",
+        **delta_conf(),
         **(conf or {}),
     }
     if python:

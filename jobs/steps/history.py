@@ -30,6 +30,8 @@ WRITING = re.compile(
     r"\w*(Command|Statement)|(Insert|Create|Drop|Alter|Cache|Uncache|Clear|Refresh|Analyze|Set|Reset|Use|Add|Truncate"
     r"|Delete|Update|Merge|Replace|Rename|Repair|Recover|Load|Comment|Append|Overwrite|Call|Declare|Execute)\w*"
 )
+# Delta Lake's own statements (its SQL extension parses them; Spark's EXPLAIN grammar does not): all of them write.
+DELTA_STATEMENTS = re.compile(r"\s*(OPTIMIZE|VACUUM|RESTORE|CONVERT|REORG|GENERATE|FSCK|CLONE)\b", re.IGNORECASE)
 
 
 def check_read_only(spark: SparkSession, sql: str) -> None:
@@ -41,6 +43,11 @@ def check_read_only(spark: SparkSession, sql: str) -> None:
     """
     from pyspark.errors import AnalysisException, ParseException
 
+    if delta := DELTA_STATEMENTS.match(sql):
+        raise InputError(
+            f"only queries are allowed (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN): {delta.group(1).upper()} is Delta "
+            "Lake's maintenance statement, which would change the lake; nothing was run"
+        )
     try:
         text = spark.sql(f"EXPLAIN EXTENDED {sql}").collect()[0][0]
     except (ParseException, AnalysisException) as e:

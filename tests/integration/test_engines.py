@@ -188,13 +188,16 @@ def test_sql_history_over_connect_matches_local(connect, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_connect_session_has_no_jvm_and_no_delta_connector(connect, tmp_path: Path) -> None:  # noqa: F811
+def test_connect_session_has_no_jvm_and_reads_delta_through_the_server(connect, tmp_path: Path) -> None:  # noqa: F811
     script = (
         "import psutil\n"
         "from pyspark import SparkContext\n"
-        "from jobs.io.spark import get_spark, has_delta_connector, is_connect\n"
+        "from jobs.io.spark import get_spark, is_connect\n"
         "spark = get_spark()\n"
-        "assert is_connect(spark) and not has_delta_connector(spark)\n"
+        "assert is_connect(spark)\n"
+        f"spark.range(3).write.format('delta').save({str(tmp_path / 'delta')!r})\n"
+        f"first = spark.sql('SELECT count(*) AS n FROM delta.`{tmp_path / 'delta'}` VERSION AS OF 0')\n"
+        "assert first.collect()[0].n == 3\n"
         "assert spark.range(5).selectExpr('sum(id) AS s').collect()[0].s == 10\n"
         "assert SparkContext._active_spark_context is None\n"
         "print([p.name() for p in psutil.Process().children(recursive=True)])\n"

@@ -205,11 +205,7 @@ def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
     assert metrics["clickstream-etl"]["mean_load"] == 3.0 * len(keys) / 3
 
 
-def test_with_the_delta_connector_tables_are_catalog_delta_tables(spark, lake, config):
-    from jobs.io.spark import has_delta_connector
-
-    if not has_delta_connector(spark):
-        pytest.skip("the Delta connector jars (delta-spark) are not on this Spark session's classpath")
+def test_tables_are_catalog_delta_tables(spark, lake, config):
     from delta.tables import DeltaTable as SparkDeltaTable
 
     pipeline.run(config, "run-1", spark=spark)
