@@ -160,6 +160,60 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_maintain(sub: argparse._SubParsersAction) -> None:
+    from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
+
+    p = sub.add_parser(
+        "maintain", help="compact, checkpoint and VACUUM every lake table; delete bulky rows of old runs"
+    )
+    p.add_argument("--lake", metavar="DIR", help="lake root (default $REBALANCE_LAKE or ./lake)")
+    p.add_argument(
+        "--retention-days",
+        default=str(RETENTION_DAYS),
+        metavar="N",
+        help=f"files older versions need are kept this long: time travel reaches this far back (default "
+        f"{RETENTION_DAYS}); below the tables' own retention (7 days) only files a commit removed are deleted",
+    )
+    p.add_argument(
+        "--bulky-retention-days",
+        default=str(BULKY_RETENTION_DAYS),
+        metavar="M",
+        help=f"rows of plans, loads, key samples and the like older than this go, except each group's newest and "
+        f"newest approved generation (default {BULKY_RETENTION_DAYS})",
+    )
+    p.add_argument("--dry-run", action="store_true", help="change nothing; print what would be deleted")
+    p.set_defaults(func=_maintain)
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    """Print one line per table and a total; runs under the lake lock, so no run commits while it works."""
+    from jobs.config import Config
+    from jobs.context import RunContext
+    from jobs.io.lake import Lake
+    from jobs.steps import maintain
+
+    retention = _days(args.retention_days, "--retention-days")
+    bulky = _days(args.bulky_retention_days, "--bulky-retention-days")
+    config = Config.from_env(lake=args.lake)
+    if not Lake(config.lake).path("generations").exists():
+        raise InputError(f"--lake: no lake at {Lake(config.lake).root} (nothing to maintain)")
+    ctx = RunContext.create(config, trigger="maintain")
+    rows = maintain.run(ctx, retention_days=retention, bulky_retention_days=bulky, dry_run=args.dry_run)
+    print(f"lake {ctx.lake.root}: retention {retention} days, bulky rows {bulky} days")
+    print(maintain.format_report(rows, dry_run=args.dry_run))
+    return 0
+
+
+def _days(text: str, option: str) -> int:
+    """A whole number of days (0 or more) given on the command line, or an InputError naming the option."""
+    from jobs.steps.maintain import MAX_DAYS
+
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()) or int(value) > MAX_DAYS:
+        raise InputError(f"{option}: expected a whole number of days from 0 to {MAX_DAYS}, got {text!r}")
+    return int(value)
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the nightly DAG once (`airflow dags test`) against an embedded Kafka cluster")
     p.add_argument("--lake", help="lake root (default $REBALANCE_LAKE or ./lake)")
@@ -436,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_migration,
         _add_diff,
         _add_sql,
+        _add_maintain,
         _add_report,
         _add_review,
         _add_metrics,

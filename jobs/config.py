@@ -9,6 +9,13 @@ from typing import Any
 
 ENV_PREFIX = "REBALANCE_"
 
+RETENTION_DAYS = 7
+"""Default of `rebalance maintain --retention-days` (and the maintenance DAG): VACUUM keeps the files older
+versions need this long, so time travel reaches this far back; Delta's own default (`interval 1 week`)."""
+BULKY_RETENTION_DAYS = 30
+"""Default of `--bulky-retention-days`: plans, loads, key samples and the like of older generations and runs are
+deleted (`jobs.steps.expiry`); the generations themselves stay."""
+
 
 @dataclass(frozen=True)
 class Config:

@@ -5,6 +5,9 @@ nothing does, it skips `approval`), `approval` (Airflow's ApprovalOperator: the 
 UI, seeing each group's plan and report page) and `record_review` (writes the answer on the generations). `signals`
 runs whatever became of the tasks before it, and fails after writing when the run raised alarms (a rejected
 generation, a drifted plan), naming them; the DAGs' failure callback (`jobs.io.notify`) then posts to a webhook.
+
+The maintenance DAG is no planning run: its one task (`maintenance_task`) calls `jobs.steps.maintain` with the
+run's retentions (`retention_params`), outside the step table.
 """
 
 from __future__ import annotations
@@ -165,3 +168,51 @@ def chain_steps(names: Sequence[str], declared: Mapping[str, Any]) -> None:
         else:
             tasks.append(step_task(name, declared, i == 0)())
     chain(*tasks)
+
+
+def retention_params() -> dict[str, Param]:
+    """The maintenance DAG's typed retentions (whole days, 0 or more), defaulting as `rebalance maintain` does."""
+    from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
+
+    return {
+        "retention_days": Param(
+            RETENTION_DAYS,
+            type="integer",
+            minimum=0,
+            description="days VACUUM keeps the files older versions need: time travel reaches this far back",
+        ),
+        "bulky_retention_days": Param(
+            BULKY_RETENTION_DAYS,
+            type="integer",
+            minimum=0,
+            description="days plans, loads, key samples and the like are kept (each group's newest and newest "
+            "approved generation always are)",
+        ),
+    }
+
+
+def maintenance_task(declared: Mapping[str, Any]) -> Any:
+    """The task running `jobs.steps.maintain` with the run's params (unknown keys refused, named)."""
+
+    @task(task_id="maintain")
+    def maintain(
+        params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None
+    ) -> list[dict[str, Any]]:
+        from jobs.context import RunContext
+        from jobs.pipeline import config_from_params
+        from jobs.steps import maintain as step
+
+        params = params or {}
+        refuse_unknown(params, declared)
+        ctx = RunContext.create(config_from_params(params), str(run_id), trigger=trigger_of(dag_run.run_type))
+        dry_run = bool(params.get("dry_run"))
+        rows = step.run(
+            ctx,
+            retention_days=params["retention_days"],
+            bulky_retention_days=params["bulky_retention_days"],
+            dry_run=dry_run,
+        )
+        print(step.format_report(rows, dry_run=dry_run))
+        return rows
+
+    return maintain()
