@@ -28,7 +28,8 @@ reads the same rows as before); after `maintain` with its defaults (7 days, bulk
 `maintain --retention-days 0`. Delta dates a removed file by the remove action's timestamp in the log, which is
 the time the bench ran, not the simulated night, so a 7-day VACUUM finds nothing old enough here; 0 days shows
 where weekly runs converge on a real year (every file removed more than 7 days earlier deleted).
-Run: `python bench/maintenance.py [--nights N] [--keep DIR]`.
+Run: `python bench/maintenance.py [--nights N] [--keep DIR [--reuse]]` (`--reuse`: measure and maintain a lake
+built before with `--keep DIR`, without building it again).
 """
 
 from __future__ import annotations
@@ -244,13 +245,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nights", type=int, default=365, help="nightly runs to simulate (default 365)")
     parser.add_argument("--keep", help="build the lake in this directory and keep it (default: a temporary one)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: measure the lake built there before")
     args = parser.parse_args()
+    if args.reuse and not args.keep:
+        parser.error("--reuse needs --keep DIR")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="maintenance-bench-"))
     lake = Lake(work / "lake")
     spark = get_spark("local[2]")
     try:
-        made = build(lake, args.nights, spark)
-        print(f"{args.nights} nights of the demo fleet: {made}; load average {os.getloadavg()[0]:.1f}")
+        if args.reuse:
+            nights = len({g["run_id"] for g in lake.read_arrow("generations", columns=("run_id",)).to_pylist()})
+            print(f"{nights} nights of the demo fleet, built before in {lake.root}")
+        else:
+            made = build(lake, args.nights, spark)
+            print(f"{args.nights} nights of the demo fleet: {made}; load average {os.getloadavg()[0]:.1f}")
         states: list[tuple[str, dict[str, int], float, int]] = [
             ("before maintenance", measure(lake), *time_query(spark, lake))
         ]
