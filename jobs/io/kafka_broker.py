@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from planner.errors import SourceError
 
@@ -219,7 +220,10 @@ def broker(
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], bootstrap: str, timeout_s: float, log_path: Path) -> None:
-    """Until the broker answers a metadata request listing itself (its port opens before it can serve)."""
+    """Until the broker answers a metadata request listing itself (its port opens before it can serve) and its group
+    coordinator answers (the first FindCoordinator creates __consumer_offsets, whose partitions then load): clients
+    that join groups or commit right after start would otherwise meet COORDINATOR_NOT_AVAILABLE or
+    COORDINATOR_LOAD_IN_PROGRESS."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
@@ -235,12 +239,24 @@ def _wait_ready(proc: subprocess.Popen[bytes], bootstrap: str, timeout_s: float,
                     bootstrap_servers=[bootstrap], client_id="rebalance-broker-probe", request_timeout_ms=5_000
                 )
                 try:
-                    if admin.describe_cluster().get("brokers"):
+                    if admin.describe_cluster().get("brokers") and _coordinator_ready(admin):
                         return
                 finally:
                     admin.close()
         time.sleep(0.2)
     raise BrokerError(f"Apache Kafka did not answer on {bootstrap} within {timeout_s:.0f}s: {_last_error(log_path)}")
+
+
+def _coordinator_ready(admin: Any) -> bool:
+    """The group coordinator answers: FindCoordinator succeeds and a ListGroups is not refused as loading."""
+    from kafka.errors import KafkaError
+
+    try:
+        admin._manager.run(admin._find_coordinator_ids, ["rebalance-broker-probe"])
+        admin.list_groups()
+    except KafkaError:
+        return False
+    return True
 
 
 def _host_port(address: str) -> tuple[str, int]:
