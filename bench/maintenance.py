@@ -114,7 +114,7 @@ def spark_steps(lake: Lake, night: Night, run_id: str, groups: list[str], at: da
         rows = night.renumbered(name, ids, run_id)
         shares = [groups[k :: night.files[name]] for k in range(night.files[name])]
         files = [
-            write_file(lake.path(name), rows.filter(pc.is_in(rows.column("group_id"), pa.array(share))))
+            write_file(lake, name, rows.filter(pc.is_in(rows.column("group_id"), pa.array(share))))
             for share in shares
             if share
         ]

@@ -12,6 +12,7 @@ import argparse
 import tempfile
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -79,7 +80,7 @@ def main() -> None:
             started = time.perf_counter()
             path = signals.write(lake)
             elapsed = time.perf_counter() - started
-            series = sum(1 for line in path.read_text().splitlines() if not line.startswith("#"))
+            series = sum(1 for line in Path(path).read_text().splitlines() if not line.startswith("#"))
             print(f"{groups:>7} {rows:>10} {elapsed:>8.2f} {series:>7}")
 
 

@@ -195,8 +195,9 @@ def _maintain(args: argparse.Namespace) -> int:
     retention = _days(args.retention_days, "--retention-days")
     bulky = _days(args.bulky_retention_days, "--bulky-retention-days")
     config = Config.from_env(lake=args.lake)
-    if not Lake(config.lake).path("generations").exists():
-        raise InputError(f"--lake: no lake at {Lake(config.lake).root} (nothing to maintain)")
+    lake = Lake(config.lake)
+    if not lake.exists("generations"):
+        raise InputError(f"--lake: no lake at {lake.root} (nothing to maintain)")
     ctx = RunContext.create(config, trigger="maintain")
     rows = maintain.run(ctx, retention_days=retention, bulky_retention_days=bulky, dry_run=args.dry_run)
     print(f"lake {ctx.lake.root}: retention {retention} days, bulky rows {bulky} days")
@@ -436,7 +437,7 @@ def _migration(args: argparse.Namespace) -> int:
     from jobs.steps.migration import format_readiness, latest
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
-    if not lake.path("migration_readiness").exists():
+    if not lake.exists("migration_readiness"):
         raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
     print(format_readiness(latest(lake, args.group, args.generation)))
     return 0
@@ -457,7 +458,7 @@ def _diff(args: argparse.Namespace) -> int:
     from jobs.steps.diff import format_diff, stored
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
-    if not lake.path("plan_diffs").exists():
+    if not lake.exists("plan_diffs"):
         raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
     print(format_diff(stored(lake, args.group, args.generation, args.strategy)))
     return 0

@@ -10,16 +10,15 @@ versions or neither, and a concurrent run's commit never lands between reading t
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
@@ -30,10 +29,10 @@ from schemas import TABLES
 KEY = ("generation_id", "group_id")  # a generation is numbered per group
 
 
-def write_file(directory: Path, data: pa.Table) -> str:
+def write_file(lake: Lake, table: str, data: pa.Table) -> str:
     """Write `data` as a new Parquet file in the table's directory (uncommitted); returns its name."""
     name = f"part-{uuid.uuid4().hex}.snappy.parquet"
-    pq.write_table(data, directory / name)
+    pq.write_table(data, f"{table}/{name}", filesystem=lake.fs)
     return name
 
 
@@ -42,42 +41,44 @@ def replace_generations(lake: Lake, name: str, files: Sequence[str], generations
     {group: id}, as one Delta commit under the lake lock, so a concurrent run's commit cannot come in between
     reading the table and committing; files must hold only rows of those generations, in the table's schema."""
     with lake.committing(name):
-        _replace(lake.path(name), files, generations, TABLES[name].schema)
+        _replace(lake.table(name), pa_fs.SubTreeFileSystem(name, lake.fs), files, generations, TABLES[name].schema)
 
 
-def _replace(directory: Path, files: Sequence[str], generations: Mapping[str, int], schema: pa.Schema) -> None:
-    """The commit of `replace_generations`, made on the table as it is now."""
-    table = DeltaTable(directory)
+def _replace(
+    table: DeltaTable, fs: pa_fs.FileSystem, files: Sequence[str], generations: Mapping[str, int], schema: pa.Schema
+) -> None:
+    """The commit of `replace_generations`, made on the table as it is now (`fs` rooted at its directory)."""
     actions: list[AddAction | RemoveAction] = []
     now = int(time.time() * 1000)
     for name in _files_with_generations(table, generations.values()):
-        matching = _matching_rows(directory / name, generations)
+        matching = _matching_rows(fs, name, generations)
         if matching == 0:
             continue  # its id range overlaps, but it holds none of these generations
-        actions.append(RemoveAction(name, True, now, os.path.getsize(directory / name)))
-        if matching < pq.read_metadata(directory / name).num_rows:
-            actions.append(add_action(directory, _rewrite_without(directory, name, generations, schema)))
-    actions += [add_action(directory, name) for name in files]
+        actions.append(RemoveAction(name, True, now, fs.get_file_info(name).size))
+        if matching < pq.read_metadata(name, filesystem=fs).num_rows:
+            actions.append(add_action(fs, _rewrite_without(fs, name, generations, schema)))
+    actions += [add_action(fs, name) for name in files]
     if actions:
         table.create_write_transaction(actions, "append", table.schema())
 
 
-def files_with_generations(directory: Path, generation_ids: Iterable[int]) -> list[str]:
-    """URIs of the table's current files that may hold rows of these generation ids (by the Delta file stats)."""
-    table = DeltaTable(directory)
-    return [str(directory / name) for name in _files_with_generations(table, generation_ids)]
+def files_with_generations(lake: Lake, name: str, generation_ids: Iterable[int]) -> list[str]:
+    """Spark URIs of table `name`'s current files that may hold rows of these generation ids (by the Delta file
+    statistics)."""
+    return [lake.store.spark_uri(name, f) for f in _files_with_generations(lake.table(name), generation_ids)]
 
 
-def add_action(directory: Path, name: str) -> AddAction:
-    """The Delta add action of a Parquet file in the table's directory, with statistics from its footer."""
-    path = directory / name
-    return AddAction(name, os.path.getsize(path), {}, int(os.path.getmtime(path) * 1000), True, stats(path))
+def add_action(fs: pa_fs.FileSystem, name: str) -> AddAction:
+    """The Delta add action of a Parquet file in the table's directory (`fs` rooted there), with statistics from
+    its footer."""
+    info = fs.get_file_info(name)
+    modified = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
+    return AddAction(name, info.size, {}, modified, True, stats(pq.read_metadata(name, filesystem=fs)))
 
 
-def stats(path: Path) -> str:
+def stats(meta: pq.FileMetaData) -> str:
     """Delta per-file statistics (numRecords; min, max of integer and string columns; null counts) as JSON,
     merged over the file's row groups, so readers can skip files by key."""
-    meta = pq.read_metadata(path)
     low: dict[str, Any] = {}
     high: dict[str, Any] = {}
     nulls: dict[str, int] = {}
@@ -112,22 +113,22 @@ def _files_with_generations(table: DeltaTable, generation_ids: Iterable[int]) ->
     return files.column("path").filter(pa.array(unknown | overlaps)).to_pylist()
 
 
-def _matching_rows(path: Path, generations: Mapping[str, int]) -> int:
+def _matching_rows(fs: pa_fs.FileSystem, name: str, generations: Mapping[str, int]) -> int:
     """How many of the file's rows belong to the generations, read batch by batch (two columns)."""
-    return sum(int(pc.sum(_mine(batch, generations)).as_py() or 0) for batch in _batches(path, list(KEY)))
+    return sum(int(pc.sum(_mine(batch, generations)).as_py() or 0) for batch in _batches(fs, name, list(KEY)))
 
 
-def _rewrite_without(directory: Path, name: str, generations: Mapping[str, int], schema: pa.Schema) -> str:
+def _rewrite_without(fs: pa_fs.FileSystem, name: str, generations: Mapping[str, int], schema: pa.Schema) -> str:
     """A new file holding the rows of `name` outside the generations, copied batch by batch; returns its name."""
     kept = f"part-{uuid.uuid4().hex}.snappy.parquet"
-    with pq.ParquetWriter(directory / kept, schema) as writer:
-        for batch in _batches(directory / name, schema.names):
+    with pq.ParquetWriter(kept, schema, filesystem=fs) as writer:
+        for batch in _batches(fs, name, schema.names):
             writer.write_batch(batch.filter(pc.invert(_mine(batch, generations))).cast(schema))
     return kept
 
 
-def _batches(path: Path, columns: list[str]) -> Iterable[pa.RecordBatch]:
-    return pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=columns)
+def _batches(fs: pa_fs.FileSystem, name: str, columns: list[str]) -> Iterable[pa.RecordBatch]:
+    return pq.ParquetFile(name, filesystem=fs).iter_batches(batch_size=1 << 16, columns=columns)
 
 
 def _mine(batch: pa.RecordBatch, generations: Mapping[str, int]) -> pa.Array:

@@ -16,14 +16,16 @@ Delta's documented rules this relies on (delta.io, "Table utility commands" and 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.fs as pa_fs
 from deltalake import DeltaTable
+
+from jobs.io.lake import Lake
 
 FILE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
@@ -51,14 +53,12 @@ class Footprint:
     live_files: int
 
 
-def footprint(path: Path) -> Footprint:
-    """The table's files on disk now and the data files of its current version."""
-    files = size = 0
-    for folder, _, names in os.walk(path):
-        for name in names:
-            files += 1
-            size += os.path.getsize(os.path.join(folder, name))
-    return Footprint(files, size, pa.table(DeltaTable(path).get_add_actions()).num_rows)
+def footprint(lake: Lake, name: str) -> Footprint:
+    """The table's files in storage now and the data files of its current version."""
+    found = lake.fs.get_file_info(pa_fs.FileSelector(name, recursive=True))
+    stored = [i for i in found if i.type == pa_fs.FileType.File]
+    live = pa.table(lake.table(name).get_add_actions()).num_rows
+    return Footprint(len(stored), sum(i.size or 0 for i in stored), live)
 
 
 def retention(table: DeltaTable, prop: str) -> timedelta:
@@ -80,30 +80,30 @@ def retention_to_raise(table: DeltaTable, keep: timedelta) -> dict[str, str]:
     return {prop: f"interval {days} days" for prop in (FILE_RETENTION, LOG_RETENTION) if retention(table, prop) < keep}
 
 
-def raise_retention(path: Path, properties: dict[str, str]) -> None:
+def raise_retention(lake: Lake, name: str, properties: dict[str, str]) -> None:
     """Set the retention properties (one metadata commit; the protocol stays as it is)."""
     if properties:
-        DeltaTable(path).alter.set_table_properties(properties)
+        lake.table(name).alter.set_table_properties(properties)
 
 
-def delete_rows(path: Path, predicate: str) -> int:
+def delete_rows(lake: Lake, name: str, predicate: str) -> int:
     """Delete the rows matching a SQL predicate (one commit, none when nothing matches; files holding them are
     rewritten without them, as writer 2 has no deletion vectors); returns how many rows went."""
-    before = row_count(path)
-    metrics = DeltaTable(path).delete(predicate)
+    before = row_count(lake, name)
+    metrics = lake.table(name).delete(predicate)
     deleted = metrics.get("num_deleted_rows")
-    return int(deleted) if deleted is not None else before - row_count(path)
+    return int(deleted) if deleted is not None else before - row_count(lake, name)
 
 
-def compact(path: Path) -> int:
+def compact(lake: Lake, name: str) -> int:
     """OPTIMIZE by bin-packing (delta-rs `optimize.compact`, target `delta.targetFileSize` or 100 MB): small files
     rewritten into few, in their order, as one commit whose actions carry dataChange=false (the rows are the same);
     returns the files it removed from the current version."""
-    metrics = DeltaTable(path).optimize.compact()
+    metrics = lake.table(name).optimize.compact()
     return int(metrics.get("numFilesRemoved") or 0)
 
 
-def vacuum(path: Path, keep: timedelta, *, dry_run: bool) -> list[str]:
+def vacuum(lake: Lake, name: str, keep: timedelta, *, dry_run: bool) -> list[str]:
     """VACUUM: delete the files that no version within `keep` references; returns them (only lists with `dry_run`).
 
     At the table's own retention or more, Delta's checks stay on and the vacuum is "full": data files no commit
@@ -112,7 +112,7 @@ def vacuum(path: Path, keep: timedelta, *, dry_run: bool) -> list[str]:
     removed, never files no commit mentions yet, which may be a running plan step's output waiting for its commit
     (`jobs.io.delta_files`): the lake lock covers commits, not the writing of the files a commit will add.
     """
-    table = DeltaTable(path)
+    table = lake.table(name)
     default = retention(table, FILE_RETENTION)
     return table.vacuum(
         retention_hours=int(keep / timedelta(hours=1)),
@@ -122,43 +122,45 @@ def vacuum(path: Path, keep: timedelta, *, dry_run: bool) -> list[str]:
     )
 
 
-def checkpoint_and_clean_log(path: Path) -> bool:
+def checkpoint_and_clean_log(lake: Lake, name: str) -> bool:
     """Write a checkpoint of the current version, then delete log entries older than `delta.logRetentionDuration`
     that no version inside it needs (delta-rs keeps every entry after the newest checkpoint older than that).
 
     A table whose version is its newest checkpoint's, or 0, gets none: readers already start from there. Returns
     whether a checkpoint was written.
     """
-    table = DeltaTable(path)
-    if table.version() <= last_checkpoint(path):
+    table = lake.table(name)
+    if table.version() <= last_checkpoint(lake, name):
         return False
     table.create_checkpoint()
     table.cleanup_metadata()
     return True
 
 
-def last_checkpoint(path: Path) -> int:
+def last_checkpoint(lake: Lake, name: str) -> int:
     """The version of the table's newest checkpoint (`_delta_log/_last_checkpoint`), 0 when it has none."""
     try:
-        return int(json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"])
+        with lake.fs.open_input_stream(f"{name}/_delta_log/_last_checkpoint") as stream:
+            return int(json.loads(stream.read())["version"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0
 
 
-def row_count(path: Path) -> int:
+def row_count(lake: Lake, name: str) -> int:
     """Rows of the current version, from the file statistics (a file without them is counted as 0)."""
-    actions = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    actions = pa.table(lake.table(name).get_add_actions(flatten=True))
     if "num_records" not in actions.column_names:
         return 0
     return int(sum(n or 0 for n in actions.column("num_records").to_pylist()))
 
 
-def data_files(path: Path) -> list[Path]:
-    """The data files of the table's current version."""
-    return [path / name for name in pa.table(DeltaTable(path).get_add_actions()).column("path").to_pylist()]
+def data_files(lake: Lake, name: str) -> list[str]:
+    """The data files of the table's current version, as paths in `lake.fs`."""
+    actions = pa.table(lake.table(name).get_add_actions()).column("path").to_pylist()
+    return [f"{name}/{unquote(path)}" for path in actions]
 
 
-def protocol(path: Path) -> tuple[int, int]:
+def protocol(lake: Lake, name: str) -> tuple[int, int]:
     """(min reader version, min writer version) of the table."""
-    p = DeltaTable(path).protocol()
+    p = lake.table(name).protocol()
     return p.min_reader_version, p.min_writer_version

@@ -1,20 +1,18 @@
-"""The lake: Delta tables written and committed with delta-rs, read by Spark through the snapshot's file list.
+"""The lake: Delta tables written and committed with delta-rs, read by Spark through Delta's connector.
 
-delta-rs needs no JVM jars, so this works on any machine; when the Spark session has the Delta connector the
-same directories are also registered as Delta catalog tables (same protocol, same files).
-
-Processes share a lake safely: every commit is made under the lake lock (fcntl.flock on the lake directory), so
-concurrent runs take turns and each MERGE reads the table as the previous commit left it (delta-rs would otherwise
-fail one of two MERGEs with "a concurrent transaction added new data"). A run also holds a lock on its run id for
-its whole life, so two runs given the same id run one after the other instead of interleaving their rows. A lake
-that cannot be written (read-only, permission, disk full) raises a `SourceError` naming the cause.
+The lake is a local directory or a prefix of an S3 bucket (`jobs.io.lake_store`): both engines reach either.
+Processes share a lake safely: every commit and every read-modify-write (generation ids, statuses) is made under
+the lake lock (`jobs.io.lake_locks`: an fcntl.flock on a local lake, a lease object on S3), so concurrent runs take
+turns and each MERGE reads the table as the previous commit left it (delta-rs would otherwise fail one of two
+MERGEs with "a concurrent transaction added new data"). Each Delta commit is itself atomic: a rename locally, a
+conditional write on S3. A run also holds a lock on its run id for its whole life, so two runs given the same id
+run one after the other instead of interleaving their rows. A lake that cannot be written (read-only, permission,
+disk full, a missing bucket, refused credentials) raises a `SourceError` naming the cause.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import functools
 import hashlib
 import logging
@@ -26,6 +24,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,8 @@ from deltalake.exceptions import DeltaError
 from deltalake.table import TableMerger
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.io.lake_locks import FileLock, Lock, file_lock, object_lease
+from jobs.io.lake_store import Store, parse_store
 from planner.errors import SourceError
 from schemas import TABLES, TableSpec
 
@@ -52,13 +53,35 @@ PROTOCOL = {"delta.minReaderVersion": "1", "delta.minWriterVersion": "2"}
 
 
 class Lake:
-    """A directory of Delta tables, one per `schemas.TABLES` entry."""
+    """A directory (local, or a prefix of an S3 bucket) of Delta tables, one per `schemas.TABLES` entry."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).resolve()
+        self.store: Store = parse_store(root)
+        self.root = self.store.root
+        self.store.check()
+        self._configured: set[int] = set()
+        self._configuring = threading.Lock()
 
-    def path(self, name: str) -> Path:
-        return self.root / name
+    @property
+    def local(self) -> Path | None:
+        """The lake's directory when it is local."""
+        return self.store.local
+
+    def path(self, name: str) -> str:
+        """Table `name`'s location, as delta-rs and messages name it."""
+        return self.store.uri(name)
+
+    def table(self, name: str) -> DeltaTable:
+        """Table `name` as delta-rs opens it (its latest version)."""
+        return DeltaTable(self.path(name), storage_options=self.store.delta_options())
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(self.path(name), storage_options=self.store.delta_options())
+
+    @cached_property
+    def fs(self) -> pa_fs.FileSystem:
+        """An Arrow file system rooted at the lake: table files are `<table>/<file>` in it."""
+        return self.store.filesystem()
 
     def create_all(self) -> None:
         """Create every missing table with its contract schema, and add the contract's newer columns to old tables.
@@ -66,22 +89,23 @@ class Lake:
         A table written before a column joined its contract gets that column (nullable, so old rows read null) by
         Delta schema evolution, under the lake lock so processes starting together add it once; rows are kept.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.local is not None:
+            self.local.mkdir(parents=True, exist_ok=True)
         for spec in TABLES.values():
-            path = self.path(spec.name)
-            if not DeltaTable.is_deltatable(str(path)):
+            if not self.exists(spec.name):
                 DeltaTable.create(
-                    path,
+                    self.path(spec.name),
                     schema=spec.schema,
                     mode="ignore",
                     partition_by=list(spec.partition_by) or None,
                     name=spec.name,
                     description=spec.description,
                     configuration=PROTOCOL,
+                    storage_options=self.store.delta_options(),
                 )
-            elif _missing_columns(spec, DeltaTable(path)):
+            elif _missing_columns(spec, self.table(spec.name)):
                 with self.lock():
-                    table = DeltaTable(path)
+                    table = self.table(spec.name)
                     if missing := _missing_columns(spec, table):
                         table.alter.add_columns(DeltaSchema.from_arrow(pa.schema(missing)).fields)
 
@@ -89,7 +113,12 @@ class Lake:
         """Append rows as one Delta commit."""
         if data.num_rows:
             with self.committing(name):
-                write_deltalake(self.path(name), conform(TABLES[name], data), mode="append")
+                write_deltalake(
+                    self.path(name),
+                    conform(TABLES[name], data),
+                    mode="append",
+                    storage_options=self.store.delta_options(),
+                )
 
     def merge(self, name: str, data: pa.Table) -> None:
         """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
@@ -109,7 +138,7 @@ class Lake:
         the lake lock (a MERGE inside reads the table afresh), refused up front when the table cannot be written,
         its IO failures named."""
         with self.lock():
-            if reason := unwritable(self.path(name)):
+            if self.local is not None and (reason := unwritable(self.local / name)):
                 raise SourceError(f"lake {self.root}: cannot write table {name}: {reason}")
             with failures_named(f"lake {self.root}: writing table {name}"):
                 yield
@@ -118,7 +147,7 @@ class Lake:
         """A MERGE of `data` (alias s) into the table (alias t) matching on the table's keys."""
         spec = TABLES[name]
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
-        return DeltaTable(self.path(name)).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
+        return self.table(name).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
 
     def read_arrow(
         self,
@@ -134,7 +163,7 @@ class Lake:
         The terms filter inside the scan, batch by batch, and string columns stay dictionary-encoded until the rows
         are chosen: a lookup never holds the whole table as plain strings (a thousand groups' plans take 270 MB as
         plain strings, 110 MB as dictionaries, a few MB once filtered), and decoding fewer strings takes less CPU.
-        Read through Arrow's own local file system: delta-rs's default (a Python file handler) gives Arrow's IO
+        Read through Arrow's own file system: delta-rs's default (a Python file handler) gives Arrow's IO
         threads Python buffers, and one released by such a thread while the interpreter exits aborts the process
         ("terminate called without an active exception") after the command has done its work.
         """
@@ -142,9 +171,9 @@ class Lake:
         if columns is not None:
             schema = pa.schema([f for f in schema if f.name in columns])
         strings = [f.name for f in schema if pa.types.is_string(f.type)]
-        local = pa_fs.SubTreeFileSystem(str(self.path(name)), pa_fs.LocalFileSystem())
+        files = pa_fs.SubTreeFileSystem(name, self.fs)
         options = ds.ParquetReadOptions(dictionary_columns=strings)
-        dataset = DeltaTable(self.path(name)).to_pyarrow_dataset(filesystem=local, parquet_read_options=options)
+        dataset = self.table(name).to_pyarrow_dataset(filesystem=files, parquet_read_options=options)
         where = functools.reduce(operator.and_, [_term(*term) for term in filters]) if filters else None
         # One file and batch decoded ahead, not 4 x 16: a filtered read's transient memory about halves, same time.
         scan = dataset.scanner(columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1)
@@ -155,58 +184,84 @@ class Lake:
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:
         """The table's current snapshot as a Spark DataFrame, read as Delta by the connector."""
-        return spark.read.format("delta").load(str(self.path(name)))
+        return self.attach(spark).read.format("delta").load(self.store.spark_uri(name))
 
     def register_views(self, spark: SparkSession) -> list[str]:
         """Expose every table to Spark SQL as a Delta table of the session's catalog (so `VERSION AS OF`,
         `TIMESTAMP AS OF` and `DESCRIBE HISTORY` work on it); `rebalance sql` refuses any write to them. A name
         registered before (another lake in the same session) is dropped first: an external table, so its data stays.
         """
+        self.attach(spark)
         for name in TABLES:
             spark.sql(f"DROP TABLE IF EXISTS `{name}`")
-            spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{self.path(name)}'")
+            spark.sql(f"CREATE TABLE `{name}` USING delta LOCATION '{self.store.spark_uri(name)}'")
         return list(TABLES)
+
+    def attach(self, spark: SparkSession) -> SparkSession:
+        """The session, given the settings its Hadoop file systems need to reach this lake (once per session).
+
+        Set as session settings, which Spark copies into the Hadoop configuration of every read and write, so a
+        session made elsewhere (a test's, a Spark Connect server's) reaches an S3 lake with this process's settings.
+        """
+        with self._configuring:
+            if id(spark) not in self._configured:
+                for key, value in self.store.spark_conf().items():
+                    spark.conf.set(key, value)
+                self._configured.add(id(spark))
+        return spark
 
     @contextmanager
     def lock(self) -> Iterator[None]:
         """An exclusive lock over the lake, held for every commit and while generation ids are allocated.
 
-        Other processes wait their turn; within a process it is re-entrant (a step holding it commits through
-        `merge`), and threads take turns. The lock is on the lake directory, so a read-only lake can be locked too.
+        Other processes (on any host, for a lake on S3) wait their turn; within a process it is re-entrant (a step
+        holding it commits through `merge`), and threads take turns. A local lake's lock is on its directory, so a
+        read-only lake can be locked too.
         """
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise SourceError(f"lake {self.root}: cannot create it: {_cause(e)}") from None
-        flock = _flock(str(self.root))
-        with flock.threads:
-            flock.acquire()
+        lock = self._lock_of(".lake.lock")
+        with lock.threads:
+            lock.acquire()
             try:
                 yield
             finally:
-                flock.release()
+                lock.release()
 
-    def run_lock(self, run_id: str) -> FileLock:
+    def run_lock(self, run_id: str) -> Lock:
         """Hold run `run_id` until the returned lock is released: another process holding it is waited for (and
         said so), so two runs given one id run one after the other. Shared within a process.
 
         A lake that cannot be written needs no run lock (nothing can be written): it gets none.
         """
-        runs = self.root / ".runs"
+        name = f".runs/{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.lock"
         try:
-            runs.mkdir(parents=True, exist_ok=True)
-            flock = _flock(str(runs / f"{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.lock"))
-            if not flock.acquire(blocking=False):
-                log.warning("run %r is running in another process (%s); waiting for it to end", run_id, flock.holder())
-                flock.acquire()
-            flock.note(f"pid {os.getpid()}")
+            lock = self._lock_of(name)
+            if not lock.acquire(blocking=False):
+                log.warning("run %r is running in another process (%s); waiting for it to end", run_id, lock.holder())
+                lock.acquire()
+            lock.note(f"pid {os.getpid()}")
         except OSError as e:
-            if unwritable(self.root):
+            if self.local is not None and unwritable(self.local):
                 nothing = FileLock("")
                 nothing.acquire()
                 return nothing
             raise SourceError(f"lake {self.root}: locking run {run_id!r} failed: {_cause(e)}") from None
-        return flock
+        return lock
+
+    def _lock_of(self, name: str) -> Lock:
+        """The lock named `name` in the lake: a flock on a file under a local lake (the lake lock: on its
+        directory), a lease object under an S3 one."""
+        if self.local is None:
+            return object_lease(self.store.client, self.store.bucket, self.store.key(name))
+        path = self.local if name == ".lake.lock" else self.local / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path == self.local:
+                path.mkdir(exist_ok=True)
+        except OSError as e:
+            if name == ".lake.lock":
+                raise SourceError(f"lake {self.root}: cannot create it: {_cause(e)}") from None
+            raise
+        return file_lock(str(path))
 
 
 def rows_table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
@@ -294,69 +349,6 @@ def _cause(exc: BaseException) -> str:
 
 def _describe(code: int) -> str:
     return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
-
-
-class FileLock:
-    """An fcntl.flock on one file or directory (none for an empty path), taken once per process however many
-    holders share it.
-
-    `threads` lets the lake lock make threads of one process take turns; the count lets nested and shared holders
-    (a step inside a locked block, two contexts of one run) release it only when the last one is done.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.threads = threading.RLock()
-        self._guard = threading.Lock()
-        self._fd: int | None = None
-        self._holders = 0
-
-    def acquire(self, blocking: bool = True) -> bool:
-        with self._guard:
-            if self._holders == 0 and self.path:
-                fd = os.open(self.path, os.O_RDONLY if os.path.isdir(self.path) else os.O_RDWR | os.O_CREAT, 0o644)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-                except BlockingIOError:
-                    os.close(fd)
-                    return False
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self._fd = fd
-            self._holders += 1
-            return True
-
-    def release(self) -> None:
-        with self._guard:
-            self._holders -= 1
-            if self._holders == 0 and self._fd is not None:
-                os.close(self._fd)  # closing the only descriptor drops the flock
-                self._fd = None
-
-    def note(self, text: str) -> None:
-        """Record who holds the lock in the lock file, for the message of whoever waits for it (best effort: a
-        full disk fails the run's first commit, with that cause, not this note)."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-                os.pwrite(self._fd, text.encode(), 0)
-
-    def holder(self) -> str:
-        try:
-            return Path(self.path).read_text() or "holder unknown"
-        except OSError:
-            return "holder unknown"
-
-
-_FLOCKS: dict[str, FileLock] = {}
-_FLOCKS_GUARD = threading.Lock()
-
-
-def _flock(path: str) -> FileLock:
-    """The process's one `FileLock` for `path` (two descriptors of one process would block each other)."""
-    with _FLOCKS_GUARD:
-        return _FLOCKS.setdefault(path, FileLock(path))
 
 
 def _term(column: str, op: str, value: object) -> pc.Expression:

@@ -11,7 +11,6 @@ to Delta.
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from jobs.kernels.loads import Loads, choose
@@ -51,7 +51,8 @@ class PlanSettings:
     strategies: tuple[str, ...]
     counts: Mapping[str, int]  # partition count per topic of the snapshot
     load_source: str  # jobs.kernels.loads.MODES
-    directories: Mapping[str, str]  # table name -> directory the task writes its Parquet file into
+    lake: pa_fs.FileSystem  # the lake's file system (local or S3), rooted at the lake
+    tables: tuple[str, ...]  # the tables whose directories (`<lake>/<table>`) the tasks write Parquet files into
     topic_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)  # topic -> Kafka topic id, when known
 
 
@@ -70,7 +71,7 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
     """The mapInArrow function of one run: plan each group of the task's rows, write files, return outcomes."""
 
     def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        sinks = {name: ParquetSink(directory, _SCHEMAS[name]) for name, directory in settings.directories.items()}
+        sinks = {name: ParquetSink(settings.lake, name, _SCHEMAS[name]) for name in settings.tables}
         yield from plan_groups(group_rows(batches), settings, sinks)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
         release_memory()  # after plan_groups returned: its frame held the last group and the task's rows
@@ -400,8 +401,8 @@ def outcome_batch(candidates: Sequence[dict[str, Any]], load_source: str) -> pa.
 class ParquetSink:
     """One Parquet file per task and table, opened on first write; small tables are buffered into row groups."""
 
-    def __init__(self, directory: str, schema: pa.Schema) -> None:
-        self.directory, self.schema = directory, schema
+    def __init__(self, lake: pa_fs.FileSystem, directory: str, schema: pa.Schema) -> None:
+        self.lake, self.directory, self.schema = lake, directory, schema
         self.name = f"part-{uuid.uuid4().hex}.snappy.parquet"
         self.pending: list[pa.Table] = []
         self.rows = 0
@@ -425,7 +426,7 @@ class ParquetSink:
         if not self.rows:
             return
         if self.writer is None:
-            self.writer = pq.ParquetWriter(os.path.join(self.directory, self.name), self.schema)
+            self.writer = pq.ParquetWriter(f"{self.directory}/{self.name}", self.schema, filesystem=self.lake)
         self.writer.write_table(pa.concat_tables(self.pending), row_group_size=ROW_GROUP_ROWS)
         self.pending, self.rows = [], 0
 

@@ -52,13 +52,17 @@ class SampleSource:
     columns: Mapping[str, str | None]  # standard column -> file column (None: default value)
     constants: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # file -> Delta partition values
     sample_id: str | None = None
+    filesystem: pafs.FileSystem | None = None  # where the unit paths are (the lake's); None: URIs or local paths
 
 
 def read_units(source: SampleSource, units: Iterable[tuple[str, int]]) -> Iterator[pa.RecordBatch]:
     """Standard sample batches (`SAMPLE_SCHEMA`) of the given (file, row group) units, read with pyarrow."""
     wanted = {c for c in source.columns.values() if c is not None}
     for uri, row_group in units:
-        filesystem, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (None, uri)
+        if source.filesystem is not None:
+            filesystem, path = source.filesystem, uri
+        else:
+            filesystem, path = pafs.FileSystem.from_uri(uri) if "://" in uri else (None, uri)
         parquet = pq.ParquetFile(path, filesystem=filesystem)
         present = [c for c in parquet.schema_arrow.names if c in wanted or c == "sample_id"]
         if parquet.num_row_groups == 0:

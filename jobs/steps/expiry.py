@@ -89,8 +89,8 @@ class Expired:
         match = self._generation_rows() if kind == GENERATION else self._run_rows(kind)
         return sum(
             match(batch)
-            for path in data_files(lake.path(table))
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=columns)
+            for path in data_files(lake, table)
+            for batch in pq.ParquetFile(path, filesystem=lake.fs).iter_batches(batch_size=1 << 16, columns=columns)
         )
 
     def _generation_rows(self) -> Callable[[pa.RecordBatch], int]:
@@ -188,8 +188,9 @@ def _newest_sample_set(lake: Lake) -> set[str]:
     """The sample set holding the newest record (the one `rebalance skew` measures by default), read batch by
     batch: the table holds a row per sampled record."""
     newest: dict[str, Any] = {}
-    for path in data_files(lake.path("key_samples")):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=["sample_id", "timestamp"]):
+    for path in data_files(lake, "key_samples"):
+        file = pq.ParquetFile(path, filesystem=lake.fs)
+        for batch in file.iter_batches(batch_size=1 << 16, columns=["sample_id", "timestamp"]):
             ids = pa.table({"sample_id": _strings(batch.column("sample_id")), "timestamp": batch.column("timestamp")})
             sets = ids.group_by("sample_id").aggregate([("timestamp", "max")])
             for sample_id, at in zip(sets["sample_id"].to_pylist(), sets["timestamp_max"].to_pylist(), strict=True):

@@ -187,9 +187,9 @@ def chosen_plans(spark: SparkSession, lake: Lake, generations: Sequence[Mapping[
 
 def plan_files(spark: SparkSession, lake: Lake, generation_ids: Iterable[int]) -> DataFrame:
     """The `plans` rows of the files whose statistics may hold these generation ids (and other rows they hold)."""
-    files = files_with_generations(lake.path(PLANS.name), generation_ids)
+    files = files_with_generations(lake, PLANS.name, generation_ids)
     schema = from_arrow_schema(PLANS.schema)
-    return spark.read.schema(schema).parquet(*files) if files else local_frame(spark, [], PLANS.schema)
+    return lake.attach(spark).read.schema(schema).parquet(*files) if files else local_frame(spark, [], PLANS.schema)
 
 
 def unexpected_by_generation(

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 
 from jobs.config import Config
 from jobs.context import RunContext
@@ -180,7 +179,7 @@ def _write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str
 def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
     """Whether a data file of the table may hold rows of `snapshot_id`, by the Delta log's per-file statistics
     (bounds, perhaps truncated; a file without them may hold any)."""
-    files = pa.table(DeltaTable(lake.path(name)).get_add_actions(flatten=True))
+    files = pa.table(lake.table(name).get_add_actions(flatten=True))
     if not {"min.snapshot_id", "max.snapshot_id"} <= set(files.column_names):
         return files.num_rows > 0
     lows, highs = files.column("min.snapshot_id").to_pylist(), files.column("max.snapshot_id").to_pylist()

@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from deltalake import DeltaTable
-
 from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
 from jobs.context import RunContext
 from jobs.io import delta_maintenance as delta
@@ -74,23 +72,22 @@ def run(
 
 def upkeep(lake: Lake, name: str, doomed: Expired, keep: timedelta, *, dry_run: bool) -> TableUpkeep:
     """One table's maintenance (the caller holds the lake lock); a failure names the table and its cause."""
-    path = lake.path(name)
     with failures_named(f"lake {lake.root}: maintaining table {name}"):
-        before = delta.footprint(path)
-        raised = delta.retention_to_raise(DeltaTable(path), keep)
+        before = delta.footprint(lake, name)
+        raised = delta.retention_to_raise(lake.table(name), keep)
         predicate = doomed.predicate(name)
         if dry_run:
             # VACUUM's list as the table stands: files the deletion and compaction would free are not counted.
             # (Raising the retention first would change nothing: above the table's own, the checks are on anyway.)
-            vacuumed = delta.vacuum(path, keep, dry_run=True)
+            vacuumed = delta.vacuum(lake, name, keep, dry_run=True)
             return TableUpkeep(name, *_pairs(before, before), doomed.count(lake, name), len(vacuumed), raised)
     with lake.committing(name):
-        delta.raise_retention(path, raised)
-        deleted = delta.delete_rows(path, predicate) if predicate else 0
-        delta.compact(path)
-        vacuumed = delta.vacuum(path, keep, dry_run=False)
-        delta.checkpoint_and_clean_log(path)
-        after = delta.footprint(path)
+        delta.raise_retention(lake, name, raised)
+        deleted = delta.delete_rows(lake, name, predicate) if predicate else 0
+        delta.compact(lake, name)
+        vacuumed = delta.vacuum(lake, name, keep, dry_run=False)
+        delta.checkpoint_and_clean_log(lake, name)
+        after = delta.footprint(lake, name)
     return TableUpkeep(name, *_pairs(before, after), deleted, len(vacuumed), raised)
 
 

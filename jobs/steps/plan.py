@@ -142,7 +142,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
         "weighted_topics": sorted(set(skewed.to_pylist())),
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
-    settings = PlanSettings(strategies, counts, mode, {t.name: str(lake.path(t.name)) for t in WRITTEN}, topic_ids)
+    settings = PlanSettings(strategies, counts, mode, lake.fs, tuple(t.name for t in WRITTEN), topic_ids)
     with session_conf(spark, KERNEL_CONF):
         outcome = (
             kernel_input(spark, lake, run_id, snapshot, ids)
@@ -155,7 +155,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
         replace_generations(lake, table.name, files, ids)
     candidates = outcome.filter(pc.is_null(outcome.column("path")))
     metrics = conform(PLAN_METRICS, candidates)
-    written_metrics = [write_file(lake.path(PLAN_METRICS.name), metrics)] if metrics.num_rows else []
+    written_metrics = [write_file(lake, PLAN_METRICS.name, metrics)] if metrics.num_rows else []
     replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
     return ids

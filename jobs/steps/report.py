@@ -15,8 +15,11 @@ from jobs.report.write import folder_name
 
 
 def reports_dir(ctx: RunContext) -> Path:
-    """Where reports go: `REBALANCE_REPORTS`, else `<lake>/reports`."""
-    return Path(ctx.config.reports) if ctx.config.reports else ctx.lake.root / "reports"
+    """Where reports go: `REBALANCE_REPORTS`, else `<lake>/reports` for a local lake and `./reports` (in the working
+    directory) for a lake on S3: pages are opened from a local disk."""
+    if ctx.config.reports:
+        return Path(ctx.config.reports)
+    return ctx.lake.local / "reports" if ctx.lake.local else Path("reports").resolve()
 
 
 def run(ctx: RunContext) -> dict[str, str]:

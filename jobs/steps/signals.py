@@ -15,14 +15,12 @@ import signal
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -32,22 +30,27 @@ from planner.errors import InputError, SourceError
 from planner.load import gini
 from schemas.status import GenerationStatus
 
-METRICS_FILE = Path("metrics") / "rebalance.prom"
+METRICS_FILE = "metrics/rebalance.prom"
 VERDICTS = ("applied", "drifted")  # jobs.steps.verify's verdicts
 
 
 def run(ctx: RunContext) -> dict[str, Any]:
     """Write the lake's metrics file; returns its path and the run's alarms (empty when all is well)."""
     path = write(ctx.lake)
-    return {"metrics": str(path), "alarms": alarms(ctx.lake, ctx.run_id)}
+    return {"metrics": path, "alarms": alarms(ctx.lake, ctx.run_id)}
 
 
-def write(lake: Lake) -> Path:
-    """Write the metrics of the lake's current state to `<lake>/metrics/rebalance.prom`, replacing it atomically."""
-    path = lake.root / METRICS_FILE
+def write(lake: Lake) -> str:
+    """Write the metrics of the lake's current state to `<lake>/metrics/rebalance.prom`, replacing it atomically
+    (a new object in one PUT on S3); returns its location."""
+    if lake.local is None:
+        with lake.fs.open_output_stream(METRICS_FILE) as out:
+            out.write(generate_latest(registry(lake)))
+        return lake.store.uri(METRICS_FILE)
+    path = lake.local / METRICS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry(lake))
-    return path
+    return str(path)
 
 
 def serve(lake: Lake, host: str, port: int) -> int:
@@ -55,7 +58,7 @@ def serve(lake: Lake, host: str, port: int) -> int:
 
     Prints the address first (the port chosen, for port 0). Each scrape reads the lake as it is then.
     """
-    if not DeltaTable.is_deltatable(str(lake.path("generations"))):
+    if not lake.exists("generations"):
         raise InputError(f"--lake: no lake at {lake.root} (no generations table)")
     try:
         server, thread = start_http_server(port, addr=host, registry=registry(lake))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.fs as pa_fs
@@ -20,6 +22,9 @@ import pyarrow.parquet as pq
 from jobs.io.lake import Lake
 from jobs.kernels.samples import DEFAULT_COLUMNS, REQUIRED, SampleSource
 from planner.errors import InputError
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 class SampleInputError(InputError):
@@ -34,15 +39,19 @@ def resolve(
     From the lake, `sample_id` picks a sample set; without it the set holding the newest record is used.
     """
     physical: dict[str, str] = {}
+    filesystem: pa_fs.FileSystem = pa_fs.LocalFileSystem()
     if source is None:
-        table = str(lake.path("key_samples"))
-        files, constants, schema, physical = _delta_files(table)
-        sample_id = sample_id or _latest_sample_id(table)
+        filesystem = lake.fs
+        files, constants, schema, physical = _delta_files(lake.table("key_samples"), filesystem, "key_samples")
+        sample_id = sample_id or _latest_sample_id(lake)
     elif (Path(source) / "_delta_log").is_dir():
-        files, constants, schema, physical = _delta_files(source)
+        from deltalake import DeltaTable
+
+        root = str(Path(source).resolve())
+        files, constants, schema, physical = _delta_files(DeltaTable(root), filesystem, root)
     else:
         files, constants = _parquet_files(source), {}
-        schema = pq.read_schema(files[0], filesystem=pa_fs.LocalFileSystem())
+        schema = pq.read_schema(files[0], filesystem=filesystem)
     chosen = choose_columns(schema.names, columns or {})
     key_type = schema.field(chosen["key"]).type
     # delta-rs MERGE writes view types (binary_view / string_view); they hash like the plain ones.
@@ -61,8 +70,8 @@ def resolve(
             f"key column {chosen['key']!r} is {key_type}; it must be binary or string (the serialized key)"
         )
     in_files = {name: None if c is None else physical.get(c, c) for name, c in chosen.items()}
-    units = tuple((f, g) for f in files for g in range(max(_row_groups(f), 1)))
-    return SampleSource(units, in_files, constants, sample_id if source is None else None)
+    units = tuple((f, g) for f in files for g in range(max(_row_groups(filesystem, f), 1)))
+    return SampleSource(units, in_files, constants, sample_id if source is None else None, filesystem)
 
 
 def choose_columns(available: Iterable[str], columns: Mapping[str, str]) -> dict[str, str | None]:
@@ -88,9 +97,9 @@ def choose_columns(available: Iterable[str], columns: Mapping[str, str]) -> dict
     return chosen
 
 
-def _row_groups(path: str) -> int:
-    """How many row groups a local Parquet file has (its footer, read through Arrow's local file system)."""
-    return pq.ParquetFile(path, filesystem=pa_fs.LocalFileSystem()).num_row_groups
+def _row_groups(filesystem: pa_fs.FileSystem, path: str) -> int:
+    """How many row groups a Parquet file has (its footer, read through Arrow's file system)."""
+    return pq.ParquetFile(path, filesystem=filesystem).num_row_groups
 
 
 def _parquet_files(source: str) -> list[str]:
@@ -110,29 +119,28 @@ def _parquet_files(source: str) -> list[str]:
     return files
 
 
-def _delta_files(table: str) -> tuple[list[str], dict[str, dict[str, str]], pa.Schema, dict[str, str]]:
-    """A Delta table's data files, each file's partition values, its logical schema, and logical -> file names.
+def _delta_files(
+    delta: DeltaTable, filesystem: pa_fs.FileSystem, directory: str
+) -> tuple[list[str], dict[str, dict[str, str]], pa.Schema, dict[str, str]]:
+    """A Delta table's data files (paths in `filesystem`, the table being at `directory`), each file's partition
+    values, its logical schema, and logical -> file names.
 
     With column mapping the files hold physical column names (the `delta.columnMapping.physicalName` field
     metadata); callers map logical names and read physical ones.
     """
-    from deltalake import DeltaTable
-
-    delta = DeltaTable(table)
     physical = {
         f.name: str((f.metadata or {}).get("delta.columnMapping.physicalName", f.name)) for f in delta.schema().fields
     }
     partition_columns = delta.metadata().partition_columns
-    values = {
-        a["path"]: {physical[c]: a.get(f"partition.{c}") for c in partition_columns}
+    constants = {
+        f"{directory}/{unquote(a['path'])}": {physical[c]: a.get(f"partition.{c}") for c in partition_columns}
         for a in pa.table(delta.get_add_actions(flatten=True)).to_pylist()
     }
-    files = [uri.removeprefix("file://") for uri in delta.file_uris()]
-    constants = {f: next((v for rel, v in values.items() if f.endswith(rel)), {}) for f in files}
+    files = list(constants)
     schema = pa.schema([pa.field(name, pa.string()) for name in physical])
     if files:
         logical = {p: name for name, p in physical.items()}
-        file_schema = pq.read_schema(files[0], filesystem=pa_fs.LocalFileSystem())
+        file_schema = pq.read_schema(files[0], filesystem=filesystem)
         schema = pa.schema(
             [pa.field(logical.get(f.name, f.name), f.type) for f in file_schema]
             + [pa.field(c, pa.string()) for c in partition_columns]
@@ -140,12 +148,9 @@ def _delta_files(table: str) -> tuple[list[str], dict[str, dict[str, str]], pa.S
     return files, constants, schema, physical
 
 
-def _latest_sample_id(table: str) -> str | None:
-    """The sample set holding the newest record of a key_samples table."""
-    from deltalake import DeltaTable
-
-    local = pa_fs.SubTreeFileSystem(table, pa_fs.LocalFileSystem())
-    ids = DeltaTable(table).to_pyarrow_dataset(filesystem=local).to_table(columns=["sample_id", "timestamp"])
+def _latest_sample_id(lake: Lake) -> str | None:
+    """The sample set holding the newest record of the lake's key_samples table."""
+    ids = lake.read_arrow("key_samples", columns=["sample_id", "timestamp"])
     if ids.num_rows == 0:
         return None
     newest = ids.group_by("sample_id").aggregate([("timestamp", "max")])

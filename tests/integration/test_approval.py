@@ -249,7 +249,7 @@ def test_turned_on_the_approval_task_asks_a_person_and_records_the_approval(spar
         # The reviewer saw each group's plan and its report page.
         assert f"| {g['group_id']} | {g['generation_id']} | {g['chosen_strategy']} |" in request["body"]
         assert f"`{g['report_path']}`" in request["body"]
-    metrics = (lake.root / "metrics" / "rebalance.prom").read_text()
+    metrics = (lake.local / "metrics" / "rebalance.prom").read_text()
     assert 'rebalance_generation_status{group="payments",status="approved"} 1.0' in metrics
 
 

@@ -162,7 +162,7 @@ def test_the_lake_lock_is_reentrant_and_excludes_other_processes(tmp_path: Path)
 def test_a_run_id_is_held_until_its_last_holder_in_the_process_releases_it(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
     first, second = lake.run_lock("r1"), lake.run_lock("r1")  # one process: shared, not a deadlock
-    (path,) = (lake.root / ".runs").iterdir()
+    (path,) = (lake.local / ".runs").iterdir()
     assert f"pid {os.getpid()}" in path.read_text()
     first.release()
     assert not hold_from_another_process(path)
@@ -185,7 +185,7 @@ def test_replacing_generations_waits_while_another_process_holds_the_lake(tmp_pa
     lake = Lake(tmp_path / "lake")
     lake.create_all()
     metrics = conform(PLAN_METRICS, pa.Table.from_pylist([{"generation_id": 1, "group_id": "g", "strategy": "range"}]))
-    written = [write_file(lake.path("plan_metrics"), metrics)]
+    written = [write_file(lake, "plan_metrics", metrics)]
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(lake.root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

@@ -73,14 +73,14 @@ def files_on_disk(lake: Lake) -> dict[str, int]:
     return {
         str(p.relative_to(lake.root)): p.stat().st_size
         for name in TABLES
-        for p in lake.path(name).rglob("*")
+        for p in (lake.local / name).rglob("*")
         if p.is_file()
     }
 
 
 def data_files(lake: Lake, name: str) -> set[str]:
     """The data files in a table's directory (its log aside)."""
-    return {p.name for p in lake.path(name).iterdir() if p.is_file()}
+    return {p.name for p in (lake.local / name).iterdir() if p.is_file()}
 
 
 def generation_keys(lake: Lake, name: str) -> set[tuple[str, int]]:
@@ -107,8 +107,8 @@ def test_maintenance_compacts_and_keeps_every_row_and_every_version_inside_the_r
     for (name, version), before in travelled.items():
         assert read_version(spark, name, version).equals(before), (name, version)
     for name in TABLES:
-        assert delta.protocol(lake.path(name)) == (1, 2)
-        assert delta.last_checkpoint(lake.path(name)) == DeltaTable(lake.path(name)).version() or name in unchanged
+        assert delta.protocol(lake, name) == (1, 2)
+        assert delta.last_checkpoint(lake, name) == DeltaTable(lake.path(name)).version() or name in unchanged
     assert lake.read(spark, "plans").count() == rows["plans"].num_rows
 
 
@@ -218,7 +218,7 @@ def test_a_retention_beyond_the_tables_own_raises_it_so_time_travel_reaches_as_f
     assert all(r["retention_raised"] == raised for r in report)
     for name in TABLES:
         configuration = DeltaTable(lake.path(name)).metadata().configuration
-        assert {k: configuration[k] for k in raised} == raised and delta.protocol(lake.path(name)) == (1, 2)
+        assert {k: configuration[k] for k in raised} == raised and delta.protocol(lake, name) == (1, 2)
     assert "raised delta.deletedFileRetentionDuration = interval 45 days" in maintain.format_report(report)
     assert all(not r["retention_raised"] for r in maintain.run(context(lake), retention_days=30))  # never lowered
 
@@ -262,9 +262,9 @@ def test_the_maintenance_dag_is_weekly_with_typed_retentions_and_runs_the_step(a
         with pytest.raises(ParamValidationError, match=f"param {name}"):
             params.update({name: bad})
 
-    live = sum(delta.footprint(lake.path(name)).live_files for name in TABLES)
+    live = sum(delta.footprint(lake, name).live_files for name in TABLES)
     run = dag.test(run_conf={"lake": str(lake.root), "retention_days": 7, "bulky_retention_days": 30})
     assert run.state == DagRunState.SUCCESS  # Airflow 3's dag.test() returns a failed run instead of raising
-    assert sum(delta.footprint(lake.path(name)).live_files for name in TABLES) < live
+    assert sum(delta.footprint(lake, name).live_files for name in TABLES) < live
     failed = dag.test(run_conf={"lake": str(lake.root), "retention": 7})
     assert failed.state == DagRunState.FAILED  # a key no param declares is refused, named

@@ -52,7 +52,7 @@ def test_a_run_writes_the_metrics_and_the_server_serves_the_lake_as_it_is_at_eac
     monkeypatch.setenv("REBALANCE_APPROVAL", "true")
     config = Config(lake=str(lake.root), snapshots=str(DEMO), strategies=("range", "sticky"))
     pipeline.run(config, "run-1", spark=spark)
-    path = lake.root / "metrics" / "rebalance.prom"
+    path = lake.local / "metrics" / "rebalance.prom"
     written = samples(path.read_text())
     assert [p.name for p in path.parent.iterdir()] == ["rebalance.prom"]  # written atomically: no temp file left
 
@@ -160,7 +160,7 @@ def test_alarms_name_the_runs_rejected_generations_and_the_plans_its_snapshot_fo
         "group orders: generation 2 rejected (gate failed: balance)",
     ]
     assert signals.alarms(lake, "run-1") == ["group audit: generation 1 rejected (no reason)"]
-    found = samples(signals.write(lake).read_text())
+    found = samples(Path(signals.write(lake)).read_text())
     assert value(found, "rebalance_plan_verification", group="orders", verification="drifted") == 1
     assert value(found, "rebalance_plan_verification", group="orders", verification="applied") == 0
     assert value(found, "rebalance_plan_drifted_partitions", group="orders") == 2
