@@ -23,6 +23,15 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory):
+    """An S3-compatible server on 127.0.0.1 (moto) requiring signed requests; `s3.bucket()` makes a fresh bucket."""
+    from jobs.io.s3_server import s3_server
+
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
 @pytest.fixture
 def lake(tmp_path: Path):
     from jobs.io.lake import Lake

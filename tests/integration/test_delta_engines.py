@@ -1,16 +1,17 @@
 """One lake, two engines: every table written by delta-rs is read and appended by Spark's Delta connector, and every
 table Spark appended to is read and appended by delta-rs again, at the pinned protocol (reader 1, writer 2, no
-table features), timestamps UTC-aware throughout."""
+table features), timestamps UTC-aware throughout; on a local lake and on a lake in an S3 bucket alike."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 
 from jobs import pipeline
 from jobs.config import Config
@@ -22,12 +23,19 @@ pytestmark = pytest.mark.spark
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
 
 
-@pytest.fixture(scope="module")
-def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+@pytest.fixture(scope="module", params=["local", "s3"])
+def lake(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lake]:
     """A lake after one nightly run on the demo's snapshot files: every table delta-rs (or the plan kernel) wrote."""
-    root = tmp_path_factory.mktemp("engines") / "lake"
-    pipeline.run(Config(lake=str(root), snapshots=str(DEMO), strategies=("range", "uniform")), "run-1", spark=spark)
-    return Lake(root)
+    with pytest.MonkeyPatch.context() as env:
+        if request.param == "s3":
+            server = request.getfixturevalue("s3")
+            for name, value in server.env().items():
+                env.setenv(name, value)
+            root = f"s3://{server.bucket()}/lake"
+        else:
+            root = str(tmp_path_factory.mktemp("engines") / "lake")
+        pipeline.run(Config(lake=root, snapshots=str(DEMO), strategies=("range", "uniform")), "run-1", spark=spark)
+        yield Lake(root)
 
 
 def one_row(lake: Lake, name: str) -> pa.Table:
@@ -53,7 +61,7 @@ def filler(kind: pa.DataType) -> Any:
 
 
 def protocol(lake: Lake, name: str) -> tuple[int, int, Any, Any]:
-    p = DeltaTable(lake.path(name)).protocol()
+    p = lake.table(name).protocol()
     return p.min_reader_version, p.min_writer_version, p.reader_features, p.writer_features
 
 
@@ -62,7 +70,7 @@ def test_each_table_is_read_and_appended_by_both_engines(spark: Any, lake: Lake,
     pinned = (int(PROTOCOL["delta.minReaderVersion"]), int(PROTOCOL["delta.minWriterVersion"]), None, None)
     assert protocol(lake, name) == pinned
     before = lake.read_arrow(name).num_rows
-    path = str(lake.path(name))
+    path = lake.store.spark_uri(name)
 
     # Spark reads what delta-rs wrote, and appends a row of its own.
     frame = lake.read(spark, name)
@@ -74,7 +82,7 @@ def test_each_table_is_read_and_appended_by_both_engines(spark: Any, lake: Lake,
     after_spark = lake.read_arrow(name)
     assert after_spark.num_rows == before + 1
     assert after_spark.schema == TABLES[name].schema
-    write_deltalake(path, one_row(lake, name), mode="append")
+    write_deltalake(lake.path(name), one_row(lake, name), mode="append", storage_options=lake.store.delta_options())
     assert lake.read(spark, name).count() == before + 2
 
     # Neither engine moved the table off the pinned protocol; Spark's history shows both writers.
