@@ -9,7 +9,7 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 .PHONY: install system demo test test-fast lint typecheck bench spark-connect clean
 
 JVM_STAMP := .cache/.resolved
-JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml
+JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml jvm/s3-runtime/pom.xml
 
 install: system $(STAMP) $(JVM_STAMP)
 
@@ -20,7 +20,7 @@ $(STAMP): constraints.txt pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-build-isolation -c constraints.txt -e '.[demo,dev]'
 	@touch $(STAMP)
 
-# The JVM runtimes (jvm/): Apache Kafka for the demo, the tests and the benches, and Delta Lake's Spark connector.
+# The JVM runtimes (jvm/): Apache Kafka for the demo, the tests and the benches, Delta Lake's Spark connector and S3A.
 # Maven copies them from Maven Central into the git-ignored .cache/<module>/lib, once (again when a pom changes).
 $(JVM_STAMP): $(JVM_POMS)
 	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to resolve Apache Kafka and Delta Lake" >&2; exit 1; }

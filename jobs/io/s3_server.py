@@ -89,9 +89,8 @@ def s3_server(logs: Path, *, require_auth: bool = True) -> Iterator[S3Server]:
         key = iam.create_access_key(UserName="planner")["AccessKey"]
         server.access_key, server.secret_key = key["AccessKeyId"], key["SecretAccessKey"]
         if require_auth:
-            request = urllib.request.Request(
-                f"{server.endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
-            )
+            url = f"{server.endpoint}/moto-api/reset-auth"
+            request = urllib.request.Request(url, data=b"0", method="POST", headers={"Content-Type": "text/plain"})
             urllib.request.urlopen(request, timeout=10).close()
         yield server
     finally:

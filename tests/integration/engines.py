@@ -123,11 +123,15 @@ def rebalance(
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
-def lake_rows(lake: Path, names: Sequence[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
-    """Every table's rows without run ids and timestamps, floats rounded to 9 digits, sorted: comparable across runs."""
+def lake_rows(
+    lake: Path | str, names: Sequence[str] | None = None, storage_options: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows without run ids and timestamps, floats rounded to 9 digits, sorted: comparable across runs.
+
+    `lake` is a directory or an s3:// URI (reached with `storage_options`)."""
     out = {}
     for name in names or list(TABLES):
-        table = DeltaTable(str(lake / name)).to_pyarrow_table()
+        table = DeltaTable(f"{lake}/{name}", storage_options=dict(storage_options or {})).to_pyarrow_table()
         keep = [
             f.name
             for f in TABLES[name].schema

@@ -33,6 +33,7 @@ from engines import (
     write_key_samples,
 )
 
+from jobs.io.s3_server import S3Server
 from jobs.io.spark import SparkSettings, code_zip, get_spark, parse_conf, shipped_files
 from jobs.io.spark_servers import free_port
 from planner.errors import InputError, SourceError
@@ -115,12 +116,16 @@ def local_skew(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return _skew(tmp_path_factory.mktemp("local-skew"), local_env())
 
 
-def _run(work: Path, env: dict[str, str], listeners: Listeners | None = None) -> dict:
-    args = ["run", "--snapshots", str(DEMO_FILES), "--lake", str(work / "lake"), "--run-id", f"engines-{work.name}"]
+def _run(work: Path, env: dict[str, str], listeners: Listeners | None = None, s3: S3Server | None = None) -> dict:
+    """`rebalance run` on the demo files into a lake in `work`, or into a new bucket of `s3`; the lake's rows."""
+    lake = f"s3://{s3.bucket()}/lake" if s3 else str(work / "lake")
+    env = env | (s3.env() if s3 else {})
+    args = ["run", "--snapshots", str(DEMO_FILES), "--lake", lake, "--run-id", f"engines-{work.name}"]
     done = rebalance(args, env, work, listeners)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "5 groups ingested, 1 inputs quarantined" in done.stdout
-    rows = lake_rows(work / "lake", RUN_TABLES)
+    options = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ALLOW_HTTP": "true"} | s3.env() if s3 else {}
+    rows = lake_rows(lake, RUN_TABLES, options)
     assert len(rows["plans"]) > 0 and len(rows["gate_results"]) > 0
     return rows
 
@@ -137,14 +142,16 @@ def _skew(work: Path, env: dict[str, str], listeners: Listeners | None = None) -
 
 
 @pytest.mark.slow
-def test_run_on_a_standalone_cluster_matches_local(
+def test_run_on_a_standalone_cluster_into_an_s3_lake_matches_local(
     standalone,  # noqa: F811
     worker_python: Path,  # noqa: F811
     local_run: dict,
+    s3: S3Server,
     tmp_path: Path,
 ) -> None:
+    # The lake is in a bucket: the executors write the plans' Parquet files there, the driver commits them.
     with Listeners([standalone.master.process.pid, standalone.worker.process.pid]) as listeners:
-        rows = _run(tmp_path, standalone_env(standalone, worker_python), listeners)
+        rows = _run(tmp_path, standalone_env(standalone, worker_python), listeners, s3)
     assert rows == local_run
     groups = {g for g, _, _ in listeners.seen}
     assert len(groups) == 3, "master, worker and driver each listen"  # the sampling can fail: it saw all three
@@ -169,6 +176,18 @@ def test_run_over_connect_matches_local(connect, local_run: dict, tmp_path: Path
     assert listeners.seen and listeners.non_loopback() == []
     # The client started no JVM: nothing in its process group ever listened.
     assert {g for g, _, _ in listeners.seen} == {connect.process.pid}
+
+
+@pytest.mark.slow
+def test_run_over_connect_into_an_s3_lake_matches_local(
+    connect,  # noqa: F811
+    local_run: dict,
+    s3: S3Server,
+    tmp_path: Path,
+) -> None:
+    # The server shares no path with the client: the lake is in a bucket both reach (the server is given the
+    # endpoint and keys by the client's session, as a server on another host would be).
+    assert _run(tmp_path, connect_env(connect), s3=s3) == local_run
 
 
 @pytest.mark.slow

@@ -149,6 +149,7 @@ def test_two_concurrent_runs_share_the_bucket_and_history_travels_in_time(s3: S3
     # No lease is left behind: both runs released the lake lock and their run locks.
     keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket=lake.store.bucket).get("Contents", [])]
     assert not [k for k in keys if k.endswith(".lock")]
+    assert "lake/metrics/rebalance.prom" in keys and not (tmp_path / "lake").exists()
 
     # History through Spark SQL on the bucket: who wrote, and the generations as of the first version.
     sql = ("sql", "--lake", lake_uri)
@@ -159,6 +160,13 @@ def test_two_concurrent_runs_share_the_bucket_and_history_travels_in_time(s3: S3
     now = rebalance(*sql, "SELECT count(*) AS n FROM generations", env=env, cwd=tmp_path)
     assert first.returncode == 0 and now.returncode == 0, first.stderr[-3000:] + now.stderr[-3000:]
     assert int(first.stdout.split()[-1]) == 5 and int(now.stdout.split()[-1]) == 10
+
+    # Maintenance works on the bucket too (compaction, checkpoints, vacuum) and keeps every generation.
+    maintained = rebalance("maintain", "--lake", lake_uri, env=env, cwd=tmp_path)
+    assert maintained.returncode == 0, maintained.stderr[-3000:]
+    assert "generations" in maintained.stdout
+    after = rebalance(*sql, "SELECT count(*) AS n FROM generations", env=env, cwd=tmp_path)
+    assert int(after.stdout.split()[-1]) == 10
 
 
 def test_the_lake_lock_is_a_lease_other_processes_wait_for(s3: S3Server, tmp_path: Path) -> None:
