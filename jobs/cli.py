@@ -62,6 +62,11 @@ def _read_bytes(path: str) -> bytes:
         raise InputError(f"{path}: {e.strerror or e}") from None
 
 
+def _add_lake(p: argparse.ArgumentParser) -> None:
+    """The `--lake` option every command that reads or writes the lake takes."""
+    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+
+
 def _add_snapshot(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("snapshot", help="pull consumer-group snapshots (and key samples) from a live Kafka cluster")
     p.add_argument("--bootstrap-servers", help="HOST:PORT[,...]; default REBALANCE_KAFKA_BOOTSTRAP_SERVERS")
@@ -119,7 +124,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the whole pipeline once without Airflow: ingest, skew, plan, gate, publish")
     p.add_argument("--snapshots", help="snapshot files: a path, directory or glob (default $REBALANCE_SNAPSHOTS)")
     p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.add_argument("--run-id", help="run id (default manual__<now>); re-using one rewrites the same rows")
     p.set_defaults(func=_run)
 
@@ -146,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
 def _add_sql(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sql", help="run Spark SQL over the lake's tables (views named after the tables)")
     p.add_argument("query", help='e.g. "SELECT group_id, generation_id, status FROM generations"')
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.add_argument("--limit", type=int, default=100, help="rows to print (default 100)")
     p.set_defaults(func=_sql)
 
@@ -166,7 +171,7 @@ def _add_maintain(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "maintain", help="compact, checkpoint and VACUUM every lake table; delete bulky rows of old runs"
     )
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.add_argument(
         "--retention-days",
         default=str(RETENTION_DAYS),
@@ -217,7 +222,7 @@ def _days(text: str, option: str) -> int:
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the nightly DAG once (`airflow dags test`) against an embedded Kafka cluster")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.add_argument(
         "--files", action="store_true", help="plan the bundled snapshot files instead of a live embedded Kafka cluster"
     )
@@ -268,7 +273,7 @@ def _add_skew(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
     add_arguments(p)
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_skew)
 
 
@@ -293,7 +298,7 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--add-members", type=int, default=0, help="members joining (subscribed to all its topics)")
     p.add_argument("--remove-members", default="", help="member ids leaving, comma-separated")
     p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_what_if)
 
 
@@ -319,7 +324,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", help="only this group's pages")
     p.add_argument("--generation", type=int, help="only this generation of --group")
     p.add_argument("--output", required=True, help="directory to write index.html and <group>/generation-<N>.html")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_report)
 
 
@@ -346,7 +351,7 @@ def _add_review(sub: argparse._SubParsersAction) -> None:
     decision.add_argument("--reject", action="store_const", const="reject", dest="decision")
     p.add_argument("--comment", default="", help="why; recorded with the decision")
     p.add_argument("--reviewer", help="who decides (default: the login name)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_review)
 
 
@@ -375,7 +380,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation to export (default: the group's latest approved)")
     p.add_argument("--output", help="plan file, replaced atomically (default: print the plan JSON)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_export)
 
 
@@ -407,7 +412,7 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="compare a group's latest snapshot with its approved plan: applied or drifted")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--snapshot", help="snapshot id (default: the group's latest snapshot in the lake)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_verify)
 
 
@@ -427,7 +432,7 @@ def _add_migration(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("migration", help="what moving a classic group to group.protocol=consumer would change")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_migration)
 
 
@@ -448,7 +453,7 @@ def _add_diff(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
     p.add_argument("--strategy", help="candidate strategy (default: the generation's chosen one)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_diff)
 
 
@@ -468,7 +473,7 @@ def _add_metrics(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metrics", help="serve the lake's Prometheus metrics over HTTP (read afresh at each scrape)")
     p.add_argument("--port", type=int, required=True, help="TCP port (0: any free one, printed)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
+    _add_lake(p)
     p.set_defaults(func=_metrics)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.io.loopback import free_port
 from planner.errors import SourceError
 
 KAFKA_HOME = Path(os.environ.get("REBALANCE_KAFKA_HOME", Path(__file__).resolve().parents[2] / ".cache" / "kafka"))
@@ -66,13 +67,6 @@ class Broker:
     data_dir: str
     listeners: Mapping[str, str] = field(default_factory=dict)
     version: str = ""
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def java() -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.io.spark_servers import LOOPBACK, free_port
+from jobs.io.loopback import LOOPBACK, free_port
 
 REGION = "us-east-1"
 ALLOW_ALL = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})

@@ -23,10 +23,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from jobs.io.loopback import LOOPBACK
 from planner.errors import InputError, SourceError
 
 ENV_PREFIX = "REBALANCE_SPARK_"
-LOOPBACK = "127.0.0.1"
 APP_NAME = "rebalance-planner"
 CONNECT_PORT = 15002  # Spark Connect's default port
 

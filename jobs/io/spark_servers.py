@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pyspark
 
-from jobs.io.spark import JVM_OPTIONS, LOOPBACK, delta_conf
+from jobs.io.loopback import LOOPBACK, free_port
+from jobs.io.spark import JVM_OPTIONS, delta_conf
 from planner.errors import SourceError
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -50,13 +51,6 @@ class Cluster:
 
     master: Server
     worker: Server
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 def spark_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

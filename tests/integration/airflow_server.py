@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import Any, TypeVar
 import httpx
 import psutil
 from processes import stop_tree
+
+from jobs.io.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = REPO / "dags"
@@ -103,13 +104,6 @@ class AirflowServer:
                     continue
                 found |= {(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN}
         return found
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def airflow_env(home: Path, port: int, extra: Mapping[str, str] = {}) -> dict[str, str]:

@@ -33,9 +33,9 @@ from engines import (
     write_key_samples,
 )
 
+from jobs.io.loopback import free_port
 from jobs.io.s3_server import S3Server
 from jobs.io.spark import SparkSettings, code_zip, get_spark, parse_conf, shipped_files
-from jobs.io.spark_servers import free_port
 from planner.errors import InputError, SourceError
 
 RUN_TABLES = ("snapshots", "topic_partitions", "partition_offsets", "plans", "plan_metrics", "generations")

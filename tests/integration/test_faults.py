@@ -27,8 +27,8 @@ from deltalake import DeltaTable
 from fixtures_kafka import SASL_PASSWORD, SASL_USER
 
 from jobs.demo import cluster as demo_cluster
-from jobs.io.kafka_broker import free_port
 from jobs.io.lake import Lake
+from jobs.io.loopback import free_port
 from jobs.steps.ingest import ingest_documents, read_documents, snapshot_files
 from jobs.steps.plan import allocate_generations
 from jobs.steps.what_if import latest_document
