@@ -185,7 +185,7 @@ def test_a_read_only_lake_is_named_writes_nothing_and_still_reads(tmp_path: Path
         line = one_error_line(rebalance(*run_args(lake.root, "ro")))
         assert line == (
             f"rebalance run: error: lake {lake.root}: cannot write table topic_partitions: "
-            f"Read-only file system (EROFS) at {lake.root / 'topic_partitions'}"
+            f"Read-only file system (EROFS) at {lake.local / 'topic_partitions'}"
         )
         assert {r["snapshot_id"] for r in lake.read_arrow("snapshots").to_pylist()} == {"before"}
         query = rebalance("sql", "SELECT count(DISTINCT snapshot_id) AS n FROM snapshots", "--lake", lake.root)
@@ -214,7 +214,7 @@ def test_a_lake_the_user_may_not_write_is_named(tmp_path: Path) -> None:
         )
         line = one_error_line(done)
         assert line.endswith(
-            f"cannot write table topic_partitions: Permission denied (EACCES) at {lake.root / 'topic_partitions'}"
+            f"cannot write table topic_partitions: Permission denied (EACCES) at {lake.local / 'topic_partitions'}"
         )
         assert {r["snapshot_id"] for r in lake.read_arrow("snapshots").to_pylist()} == {"before"}
     finally:
