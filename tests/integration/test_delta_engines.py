@@ -31,6 +31,7 @@ def lake(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.Te
             server = request.getfixturevalue("s3")
             for name, value in server.env().items():
                 env.setenv(name, value)
+            env.setenv("REBALANCE_REPORTS", str(tmp_path_factory.mktemp("reports")))  # not ./reports
             root = f"s3://{server.bucket()}/lake"
         else:
             root = str(tmp_path_factory.mktemp("engines") / "lake")
