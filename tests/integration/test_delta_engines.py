@@ -31,11 +31,12 @@ def lake(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.Te
             server = request.getfixturevalue("s3")
             for name, value in server.env().items():
                 env.setenv(name, value)
-            env.setenv("REBALANCE_REPORTS", str(tmp_path_factory.mktemp("reports")))  # not ./reports
             root = f"s3://{server.bucket()}/lake"
         else:
             root = str(tmp_path_factory.mktemp("engines") / "lake")
-        pipeline.run(Config(lake=root, snapshots=str(DEMO), strategies=("range", "uniform")), "run-1", spark=spark)
+        reports = str(tmp_path_factory.mktemp("reports"))  # an S3 lake's reports would go to ./reports
+        config = Config(lake=root, snapshots=str(DEMO), strategies=("range", "uniform"), reports=reports)
+        pipeline.run(config, "run-1", spark=spark)
         yield Lake(root)
 
 
