@@ -34,7 +34,9 @@ def lake(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.Te
             root = f"s3://{server.bucket()}/lake"
         else:
             root = str(tmp_path_factory.mktemp("engines") / "lake")
-        pipeline.run(Config(lake=root, snapshots=str(DEMO), strategies=("range", "uniform")), "run-1", spark=spark)
+        reports = str(tmp_path_factory.mktemp("reports"))  # an S3 lake's reports would go to ./reports
+        config = Config(lake=root, snapshots=str(DEMO), strategies=("range", "uniform"), reports=reports)
+        pipeline.run(config, "run-1", spark=spark)
         yield Lake(root)
 
 
