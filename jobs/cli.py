@@ -9,6 +9,7 @@ catches it once and exits 2 with its message (a traceback reaching a user is a b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -298,6 +299,7 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--add-members", type=int, default=0, help="members joining (subscribed to all its topics)")
     p.add_argument("--remove-members", default="", help="member ids leaving, comma-separated")
     p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object, for scripts")
     _add_lake(p)
     p.set_defaults(func=_what_if)
 
@@ -306,6 +308,7 @@ def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.context import RunContext
     from jobs.steps.skew_options import parse_counts
+    from jobs.what_if_answer import answer, as_json, format_answer
 
     params = {
         "group": args.group,
@@ -314,8 +317,12 @@ def _what_if(args: argparse.Namespace) -> int:
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
     ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
-    results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
+    with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
+        results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
     report = results["publish"]
+    for published in report:
+        found = answer(ctx.lake, published, results["report"].get(published["group_id"]))
+        print(as_json(found) if args.json else format_answer(found))
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in report) else 0
 
 

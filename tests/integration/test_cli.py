@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,36 @@ def test_run_then_sql_over_the_history(spark, tmp_path, capsys):
     assert "pages written" in capsys.readouterr().out
     assert (tmp_path / "reports" / "payments" / "generation-1.html").is_file()
     assert (tmp_path / "reports" / "plotly.min.js").is_file()
+
+
+@pytest.mark.spark
+def test_what_if_prints_the_answer_and_json_for_scripts(spark, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("REBALANCE_REPORTS", str(tmp_path / "reports"))
+    lake = str(tmp_path / "lake")
+    assert main(["run", "--snapshots", str(DEMO), "--lake", lake, "--strategies", "range,sticky", "--run-id", "r"]) == 0
+    capsys.readouterr()
+    argv = ["what-if", "--group", "payments", "--add-members", "2", "--strategies", "range,sticky", "--lake", lake]
+
+    assert main([*argv, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)  # stdout holds the answer alone: the steps' lines go to stderr
+    assert (found["group_id"], found["generation_id"], found["status"]) == ("payments", 2, "approved")
+    assert [s["strategy"] for s in found["strategies"]] == ["range", "sticky"]
+    (chosen,) = [s for s in found["strategies"] if s["chosen"]]
+    assert found["chosen"] == chosen["strategy"]
+    assert len(found["moves"]) == chosen["partitions_moved"] > 0  # two members join: partitions move to them
+    assert all(m["to"] != m["from"] for m in found["moves"])
+    today = found["today"]
+    # Today's balance is over the same partitions, weights and members as each plan's: the means agree, and two
+    # members owning nothing today make today's count spread at least the busiest member's count.
+    assert all(today["mean_load"] == pytest.approx(s["mean_load"]) for s in found["strategies"])
+    assert today["max_mean_load"] >= chosen["max_mean_load"] and today["count_spread"] > chosen["count_spread"]
+    assert Path(found["report"]).is_file()
+
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("what-if payments: generation 3, approved")
+    assert f"{found['chosen']} (chosen)" in text and "today" in text and f"report: {tmp_path / 'reports'}" in text
+    assert f"{found['chosen']} moves {len(found['moves'])} partition(s):" in text
 
 
 def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,117 @@
+"""What `rebalance what-if` prints: the scenario's answer read back from the generation it published.
+
+Per strategy: partitions moved, count spread and max/mean load under the plan, beside today's (the previous owners
+of the same partitions, with the scenario's members and partition weights); the chosen strategy, the partitions it
+moves, the generation's status and its report page. `--json` prints the same as one object.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobs.io.lake import Lake
+
+SHOWN_MOVES = 20  # partitions listed in the text; --json lists them all
+
+
+def answer(lake: Lake, published: dict[str, Any], report: str | None) -> dict[str, Any]:
+    """The answer for one published generation row (`publish`'s report row) and its report page."""
+    key = [("group_id", "=", published["group_id"]), ("generation_id", "=", published["generation_id"])]
+    metrics = sorted(lake.read_arrow("plan_metrics", key).to_pylist(), key=lambda r: r["strategy"])
+    chosen = next((m["strategy"] for m in metrics if m["chosen"]), None)
+    plans = lake.read_arrow(
+        "plans", key, columns=["strategy", "topic", "partition", "member", "previous_member", "moved", "weight"]
+    ).to_pylist()
+    diffs = lake.read_arrow("plan_diffs", key, columns=["strategy", "member", "partitions_before"]).to_pylist()
+    return {
+        "group_id": published["group_id"],
+        "generation_id": published["generation_id"],
+        "status": published["status"],
+        "gate": published.get("gate_summary"),
+        "today": _today(plans, diffs, chosen or (metrics[0]["strategy"] if metrics else None)),
+        "strategies": [
+            {
+                "strategy": m["strategy"],
+                "chosen": bool(m["chosen"]),
+                "partitions_moved": m["partitions_moved"],
+                "count_spread": m["count_spread"],
+                "max_load": m["max_load"],
+                "mean_load": m["mean_load"],
+                "max_mean_load": m["max_mean_load"],
+            }
+            for m in metrics
+        ],
+        "chosen": chosen,
+        "moves": sorted(
+            (
+                {"topic": p["topic"], "partition": p["partition"], "from": p["previous_member"], "to": p["member"]}
+                for p in plans
+                if p["strategy"] == chosen and p["moved"]
+            ),
+            key=lambda m: (m["topic"], m["partition"]),
+        ),
+        "report": report,
+    }
+
+
+def _today(plans: list[dict[str, Any]], diffs: list[dict[str, Any]], strategy: str | None) -> dict[str, Any]:
+    """Today's balance over the scenario's members (a row each in the plan diffs): the partitions each holds today
+    and their weights summed, against the mean weight per member (partitions held by no member of the scenario,
+    new or of a leaving member, count in the mean and in no member's load)."""
+    counts = {d["member"]: d["partitions_before"] or 0 for d in diffs if d["strategy"] == strategy}
+    if not counts:
+        return {"count_spread": None, "max_load": None, "mean_load": None, "max_mean_load": None}
+    loads = dict.fromkeys(counts, 0.0)
+    total = 0.0
+    for p in plans:
+        if p["strategy"] == strategy:
+            total += p["weight"] or 0.0
+            if p["previous_member"] in loads:
+                loads[p["previous_member"]] += p["weight"] or 0.0
+    mean, top = total / len(counts), max(loads.values())
+    return {
+        "count_spread": max(counts.values()) - min(counts.values()),
+        "max_load": top,
+        "mean_load": mean,
+        "max_mean_load": top / mean if mean else None,
+    }
+
+
+def format_answer(result: dict[str, Any]) -> str:
+    """The answer as text: a table of strategies against today, then the chosen plan's moves."""
+    today = result["today"]
+    lines = [
+        f"what-if {result['group_id']}: generation {result['generation_id']}, {result['status']}"
+        + (f" ({result['gate']})" if result["gate"] else ""),
+        f"  {'strategy':<26} {'moves':>6} {'count spread':>12} {'max load':>10} {'mean load':>10} {'max/mean':>8}",
+        f"  {'today':<26} {'-':>6} {_num(today['count_spread']):>12} {_num(today['max_load']):>10} "
+        f"{_num(today['mean_load']):>10} {_num(today['max_mean_load'], 3):>8}",
+    ]
+    for s in result["strategies"]:
+        name = s["strategy"] + (" (chosen)" if s["chosen"] else "")
+        lines.append(
+            f"  {name:<26} {s['partitions_moved']:>6} {s['count_spread']:>12} {_num(s['max_load']):>10} "
+            f"{_num(s['mean_load']):>10} {_num(s['max_mean_load'], 3):>8}"
+        )
+    moves = result["moves"]
+    if result["chosen"]:
+        lines.append(f"{result['chosen']} moves {len(moves)} partition(s)" + (":" if moves else ""))
+        lines += [
+            f"  {m['topic']}-{m['partition']}: {m['from'] or '(unowned)'} -> {m['to']}" for m in moves[:SHOWN_MOVES]
+        ]
+        if len(moves) > SHOWN_MOVES:
+            lines.append(f"  ... and {len(moves) - SHOWN_MOVES} more (--json lists them all)")
+    if result["report"]:
+        lines.append(f"report: {result['report']}")
+    return "\n".join(lines)
+
+
+def as_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, sort_keys=True)
+
+
+def _num(value: float | int | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:,.{digits}f}"
