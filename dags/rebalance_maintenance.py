@@ -21,7 +21,7 @@ from jobs.io.notify import WebhookNotifier
 
 PARAMS = {
     **retention_params(),
-    "lake": Param("", type="string", description="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)"),
+    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
     "dry_run": Param(False, type="boolean", description="report what would be deleted; change nothing"),
 }
 

@@ -26,7 +26,7 @@ from jobs.pipeline import NIGHTLY
 PARAMS = {
     "snapshots": Param("", type="string", description="snapshot files: a path, directory or glob"),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
-    "lake": Param("", type="string", description="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)"),
+    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
     "approval": approval_param(),
     "approval_timeout_hours": approval_timeout_param(),
     "what_if": Param(

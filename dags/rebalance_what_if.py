@@ -33,7 +33,7 @@ PARAMS = {
     ),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "snapshot_id": Param("", type="string", description="snapshot to start from (default: the group's latest)"),
-    "lake": Param("", type="string", description="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)"),
+    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
     "approval": approval_param(),
     "approval_timeout_hours": approval_timeout_param(),
 }
