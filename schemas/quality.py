@@ -1,6 +1,6 @@
 """Data-quality suites as data: what the gate expects of a candidate plan before it may be published.
 
-The gate (`jobs.gate`) validates one frame per run, `plan_check`: the chosen candidates' plan rows full-outer
+The gate (`jobs.steps.gate`) validates one frame per run, `plan_check`: the chosen candidates' plan rows full-outer
 joined with the partitions each group must cover, with two flags computed by the join:
 - `subscribed`: the row's member subscribes to the row's topic;
 - `expected`: the row's partition is one the group subscribes to (and exists).

@@ -1,6 +1,6 @@
 """Every Delta table of the lake: name, Arrow schema, merge keys and partition columns.
 
-This package is the authority for table shapes; jobs write through `jobs.lake.Lake`, which conforms data to
+This package is the authority for table shapes; jobs write through `jobs.io.lake.Lake`, which conforms data to
 these schemas, and Spark reads them with the same column types.
 """
 
