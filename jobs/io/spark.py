@@ -132,6 +132,9 @@ def get_spark(settings: SparkSettings | str | None = None, app_name: str = APP_N
     """The process's SparkSession (created on first use); a string is a master URL, the rest read from the env."""
     if not isinstance(settings, SparkSettings):
         settings = SparkSettings.from_env(master=settings)
+    if (log := jvm_log()) is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        _route_query_context_logs(log)
     return _connect_session(settings) if settings.remote else _classic_session(settings, app_name)
 
 
@@ -150,24 +153,25 @@ def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if bind:
         os.environ.setdefault("SPARK_LOCAL_IP", bind)
-    builder = (
-        SparkSession.builder.master(settings.master)
-        .appName(app_name)
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
+    options = {
+        "spark.master": settings.master,
+        "spark.app.name": app_name,
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
     if host:
-        builder = builder.config("spark.driver.host", host)
+        options["spark.driver.host"] = host
     if bind:
-        builder = builder.config("spark.driver.bindAddress", bind)
+        options["spark.driver.bindAddress"] = bind
     if python:
-        builder = builder.config("spark.pyspark.python", python)
-    executor_env = ((f"spark.executorEnv.{k}", v) for k, v in MALLOC_ENV.items())
-    for name, value in [*SQL_CONF.items(), *executor_env, *delta_conf().items()]:
-        builder = builder.config(name, value)
-    for name, value in settings.conf:
+        options["spark.pyspark.python"] = python
+    options |= SQL_CONF | {f"spark.executorEnv.{k}": v for k, v in MALLOC_ENV.items()} | delta_conf()
+    options |= dict(settings.conf)
+    _launch_driver_jvm(options)
+    builder = SparkSession.builder
+    for name, value in options.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -176,6 +180,51 @@ def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
         if not any(Path(f).name == code.name for f in spark.sparkContext.listFiles):
             spark.sparkContext.addPyFile(str(code))
     return spark
+
+
+def jvm_log() -> Path | None:
+    """Where the driver JVM's own output goes: REBALANCE_SPARK_LOG, else (when stderr is a terminal) a file in the
+    temporary directory, so Spark's start-up lines and logged stack traces never reach the terminal; None: stderr
+    (Airflow task logs, pipes and tests keep them)."""
+    if configured := os.environ.get(ENV_PREFIX + "LOG"):
+        return Path(configured)
+    if sys.stderr.isatty():
+        return Path(tempfile.gettempdir()) / f"rebalance-spark-{os.getuid()}.log"
+    return None
+
+
+# pyspark's Python loggers that print a failed query's context with the whole Java stack trace, as JSON on stderr.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _route_query_context_logs(log: Path) -> None:
+    """Send pyspark's query-context error logs to `log` instead of stderr (the command prints its own one line)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        if not any(isinstance(h, logging.FileHandler) and h.baseFilename == str(log) for h in logger.handlers):
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+            logger.addHandler(logging.FileHandler(log, delay=True))
+
+
+def _launch_driver_jvm(options: Mapping[str, str]) -> None:
+    """Start the driver JVM (pyspark's gateway) with its stdout and stderr in `jvm_log()`, when one is set and no JVM
+    runs in this process yet; otherwise SparkContext starts it as usual."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    log = jvm_log()
+    if log is None or SparkContext._gateway is not None:
+        return
+    with open(log, "ab") as out:  # the JVM keeps its own descriptor of the file
+        gateway = launch_gateway(
+            SparkConf(loadDefaults=False).setAll(list(options.items())), {"stdout": out, "stderr": out}
+        )
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 _shipped_sessions: set[str] = set()  # Connect session ids that already hold the code zip

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,30 @@ def test_what_if_prints_the_answer_and_json_for_scripts(spark, tmp_path, capsys,
     assert text.startswith("what-if payments: generation 3, approved")
     assert f"{found['chosen']} (chosen)" in text and "today" in text and f"report: {tmp_path / 'reports'}" in text
     assert f"{found['chosen']} moves {len(found['moves'])} partition(s):" in text
+
+
+def test_the_jvm_output_goes_to_its_log_and_a_refused_query_is_one_line(tmp_path):
+    from jobs.io.lake import Lake
+
+    Lake(tmp_path / "lake").create_all()
+    log = tmp_path / "spark.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REBALANCE_", "SPARK_", "PYSPARK_"))}
+    env |= {"REBALANCE_SPARK_LOG": str(log), "REBALANCE_SPARK_MASTER": "local[1]"}
+
+    def sql(query: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "jobs.cli", "sql", query, "--lake", str(tmp_path / "lake")]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+
+    ok = sql("SELECT 1 AS one")
+    assert ok.returncode == 0 and ok.stdout.split() == ["one", "1"] and ok.stderr == ""
+    refused = sql("SELECT * FROM nosuchtable")
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        line for line in refused.stderr.splitlines() if line.startswith("rebalance sql: error: ")
+    ]
+    assert len(refused.stderr.splitlines()) == 1 and "TABLE_OR_VIEW_NOT_FOUND" in refused.stderr
+    written = log.read_text()  # the JVM's start-up lines and the query's stack trace, from both runs
+    assert written.count('Setting default log level to "WARN"') == 2 and "CheckAnalysis" in written
 
 
 def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):
