@@ -356,5 +356,7 @@ def _term(column: str, op: str, value: object) -> pc.Expression:
     if op == "=":
         return pc.field(column) == value
     if op == "in":
-        return pc.field(column).isin(list(value))  # type: ignore[call-overload]
+        values = list(value)  # type: ignore[call-overload]
+        # No values: no row matches (Arrow cannot type an empty value set against the column).
+        return pc.field(column).isin(values) if values else pc.scalar(False)
     raise ValueError(f"unsupported filter operator {op!r}: use '=' or 'in'")

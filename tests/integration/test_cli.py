@@ -90,6 +90,16 @@ def test_the_jvm_output_goes_to_its_log_and_a_refused_query_is_one_line(tmp_path
     assert written.count('Setting default log level to "WARN"') == 2 and "CheckAnalysis" in written
 
 
+@pytest.mark.spark
+def test_a_run_with_no_groups_exits_0_and_says_so(spark, tmp_path, capsys):
+    # A new deployment's first night: nothing to plan (an empty broker, or a file holding no group).
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    assert main(["run", "--snapshots", str(empty), "--lake", str(tmp_path / "lake"), "--run-id", "first"]) == 0
+    out = capsys.readouterr().out
+    assert "run first: 0 groups ingested" in out and f"no groups in {empty}" in out
+
+
 def test_run_without_input_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("REBALANCE_KAFKA_BOOTSTRAP_SERVERS", raising=False)
     assert main(["run", "--snapshots", str(tmp_path / "none-*.json"), "--lake", str(tmp_path / "lake")]) == 2
