@@ -16,12 +16,12 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import maintenance_task, retention_params
+from jobs.io.airflow_dag import lake_param, maintenance_task, retention_params
 from jobs.io.notify import WebhookNotifier
 
 PARAMS = {
     **retention_params(),
-    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
+    "lake": lake_param(),
     "dry_run": Param(False, type="boolean", description="report what would be deleted; change nothing"),
 }
 

@@ -19,14 +19,14 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps
+from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps, lake_param
 from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import NIGHTLY
 
 PARAMS = {
     "snapshots": Param("", type="string", description="snapshot files: a path, directory or glob"),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
-    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
+    "lake": lake_param(),
     "approval": approval_param(),
     "approval_timeout_hours": approval_timeout_param(),
     "what_if": Param(

@@ -15,7 +15,7 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps
+from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps, lake_param
 from jobs.io.notify import WebhookNotifier
 from jobs.pipeline import WHAT_IF
 
@@ -33,7 +33,7 @@ PARAMS = {
     ),
     "strategies": Param("", type="string", description="assignors to evaluate, comma-separated"),
     "snapshot_id": Param("", type="string", description="snapshot to start from (default: the group's latest)"),
-    "lake": Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)"),
+    "lake": lake_param(),
     "approval": approval_param(),
     "approval_timeout_hours": approval_timeout_param(),
 }

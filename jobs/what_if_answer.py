@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from jobs.io.lake import Lake
 
 SHOWN_MOVES = 20  # partitions listed in the text; --json lists them all
@@ -20,16 +23,21 @@ def answer(lake: Lake, published: dict[str, Any], report: str | None) -> dict[st
     key = [("group_id", "=", published["group_id"]), ("generation_id", "=", published["generation_id"])]
     metrics = sorted(lake.read_arrow("plan_metrics", key).to_pylist(), key=lambda r: r["strategy"])
     chosen = next((m["strategy"] for m in metrics if m["chosen"]), None)
+    # Today is the same for every candidate: the chosen one's rows (or any one's) are read, in Arrow.
+    shown = [*key, ("strategy", "=", chosen or (metrics[0]["strategy"] if metrics else ""))]
     plans = lake.read_arrow(
-        "plans", key, columns=["strategy", "topic", "partition", "member", "previous_member", "moved", "weight"]
-    ).to_pylist()
-    diffs = lake.read_arrow("plan_diffs", key, columns=["strategy", "member", "partitions_before"]).to_pylist()
+        "plans", shown, columns=["topic", "partition", "member", "previous_member", "moved", "weight"]
+    )
+    diffs = lake.read_arrow("plan_diffs", shown, columns=["member", "partitions_before"])
+    moved = plans.filter(pc.fill_null(plans.column("moved"), False)).sort_by(
+        [("topic", "ascending"), ("partition", "ascending")]
+    )
     return {
         "group_id": published["group_id"],
         "generation_id": published["generation_id"],
         "status": published["status"],
         "gate": published.get("gate_summary"),
-        "today": _today(plans, diffs, chosen or (metrics[0]["strategy"] if metrics else None)),
+        "today": _today(plans, diffs),
         "strategies": [
             {
                 "strategy": m["strategy"],
@@ -43,35 +51,34 @@ def answer(lake: Lake, published: dict[str, Any], report: str | None) -> dict[st
             for m in metrics
         ],
         "chosen": chosen,
-        "moves": sorted(
-            (
-                {"topic": p["topic"], "partition": p["partition"], "from": p["previous_member"], "to": p["member"]}
-                for p in plans
-                if p["strategy"] == chosen and p["moved"]
-            ),
-            key=lambda m: (m["topic"], m["partition"]),
-        ),
+        "moves": [
+            {"topic": t, "partition": p, "from": f, "to": to}
+            for t, p, f, to in zip(
+                *(moved.column(c).to_pylist() for c in ("topic", "partition", "previous_member", "member")),
+                strict=True,
+            )
+        ]
+        if chosen
+        else [],
         "report": report,
     }
 
 
-def _today(plans: list[dict[str, Any]], diffs: list[dict[str, Any]], strategy: str | None) -> dict[str, Any]:
+def _today(plans: pa.Table, diffs: pa.Table) -> dict[str, Any]:
     """Today's balance over the scenario's members (a row each in the plan diffs): the partitions each holds today
     and their weights summed, against the mean weight per member (partitions held by no member of the scenario,
     new or of a leaving member, count in the mean and in no member's load)."""
-    counts = {d["member"]: d["partitions_before"] or 0 for d in diffs if d["strategy"] == strategy}
-    if not counts:
+    if diffs.num_rows == 0:
         return {"count_spread": None, "max_load": None, "mean_load": None, "max_mean_load": None}
-    loads = dict.fromkeys(counts, 0.0)
-    total = 0.0
-    for p in plans:
-        if p["strategy"] == strategy:
-            total += p["weight"] or 0.0
-            if p["previous_member"] in loads:
-                loads[p["previous_member"]] += p["weight"] or 0.0
-    mean, top = total / len(counts), max(loads.values())
+    counts = pc.fill_null(diffs.column("partitions_before"), 0)
+    held = plans.group_by("previous_member").aggregate([("weight", "sum")])
+    members = pc.is_in(held.column("previous_member"), value_set=diffs.column("member"))
+    loads = pc.fill_null(held.filter(members).column("weight_sum"), 0.0)
+    mean = float(pc.sum(plans.column("weight")).as_py() or 0.0) / diffs.num_rows
+    # A member holding nothing today weighs 0: the busiest is the larger of the members' sums and 0.
+    top = max(float(pc.max(loads).as_py() or 0.0), 0.0)
     return {
-        "count_spread": max(counts.values()) - min(counts.values()),
+        "count_spread": int(pc.max(counts).as_py()) - int(pc.min(counts).as_py()),
         "max_load": top,
         "mean_load": mean,
         "max_mean_load": top / mean if mean else None,

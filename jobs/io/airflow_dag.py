@@ -27,6 +27,11 @@ RUNS_ALWAYS = frozenset({"signals"})
 """Steps that run whatever became of the steps before them (the metrics show a failed run too)."""
 
 
+def lake_param() -> Param:
+    """The DAGs' `lake` param: empty means REBALANCE_LAKE (else ./lake) where the task runs."""
+    return Param("", type="string", description="a directory or s3://bucket/prefix (default $REBALANCE_LAKE, ./lake)")
+
+
 def approval_param() -> Param:
     """The DAGs' `approval` param: its default is REBALANCE_APPROVAL where the DAG is parsed."""
     return Param(

@@ -218,7 +218,7 @@ class Lake:
         holding it commits through `merge`), and threads take turns. A local lake's lock is on its directory, so a
         read-only lake can be locked too.
         """
-        lock = self._lock_of(".lake.lock")
+        lock = self._lake_lock()
         with lock.threads:
             lock.acquire()
             try:
@@ -234,7 +234,11 @@ class Lake:
         """
         name = f".runs/{hashlib.sha256(run_id.encode()).hexdigest()[:32]}.lock"
         try:
-            lock = self._lock_of(name)
+            if self.local is None:
+                lock: Lock = self._lease(name)
+            else:
+                (self.local / ".runs").mkdir(parents=True, exist_ok=True)
+                lock = file_lock(str(self.local / name))
             if not lock.acquire(blocking=False):
                 log.warning("run %r is running in another process (%s); waiting for it to end", run_id, lock.holder())
                 lock.acquire()
@@ -247,21 +251,20 @@ class Lake:
             raise SourceError(f"lake {self.root}: locking run {run_id!r} failed: {_cause(e)}") from None
         return lock
 
-    def _lock_of(self, name: str) -> Lock:
-        """The lock named `name` in the lake: a flock on a file under a local lake (the lake lock: on its
-        directory), a lease object under an S3 one."""
+    def _lake_lock(self) -> Lock:
+        """The lake lock: a flock on a local lake's directory (so a read-only lake can be locked too), a lease
+        object under an S3 one."""
         if self.local is None:
-            return object_lease(self.store.client, self.store.bucket, self.store.key(name))
-        path = self.local if name == ".lake.lock" else self.local / name
+            return self._lease(".lake.lock")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path == self.local:
-                path.mkdir(exist_ok=True)
+            self.local.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            if name == ".lake.lock":
-                raise SourceError(f"lake {self.root}: cannot create it: {_cause(e)}") from None
-            raise
-        return file_lock(str(path))
+            raise SourceError(f"lake {self.root}: cannot create it: {_cause(e)}") from None
+        return file_lock(str(self.local))
+
+    def _lease(self, name: str) -> Lock:
+        """The lease object `name` under an S3 lake's prefix."""
+        return object_lease(self.store.client, self.store.bucket, self.store.key(name))
 
 
 def rows_table(name: str, rows: list[dict[str, Any]]) -> pa.Table:

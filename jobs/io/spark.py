@@ -135,10 +135,10 @@ def get_spark(settings: SparkSettings | str | None = None, app_name: str = APP_N
     if (log := jvm_log()) is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         _route_query_context_logs(log)
-    return _connect_session(settings) if settings.remote else _classic_session(settings, app_name)
+    return _connect_session(settings) if settings.remote else _classic_session(settings, app_name, log)
 
 
-def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
+def _classic_session(settings: SparkSettings, app_name: str, log: Path | None) -> SparkSession:
     """A session with its driver JVM in this process: embedded, or the driver of a cluster application."""
     local = settings.is_local
     python = settings.python or (sys.executable if local else "")
@@ -169,7 +169,8 @@ def _classic_session(settings: SparkSettings, app_name: str) -> SparkSession:
         options["spark.pyspark.python"] = python
     options |= SQL_CONF | {f"spark.executorEnv.{k}": v for k, v in MALLOC_ENV.items()} | delta_conf()
     options |= dict(settings.conf)
-    _launch_driver_jvm(options)
+    if log is not None:
+        _launch_driver_jvm(options, log)
     builder = SparkSession.builder
     for name, value in options.items():
         builder = builder.config(name, value)
@@ -211,14 +212,13 @@ def _route_query_context_logs(log: Path) -> None:
             logger.addHandler(logging.FileHandler(log, delay=True))
 
 
-def _launch_driver_jvm(options: Mapping[str, str]) -> None:
-    """Start the driver JVM (pyspark's gateway) with its stdout and stderr in `jvm_log()`, when one is set and no JVM
-    runs in this process yet; otherwise SparkContext starts it as usual."""
+def _launch_driver_jvm(options: Mapping[str, str], log: Path) -> None:
+    """Start the driver JVM (pyspark's gateway) with its stdout and stderr in `log`, unless a JVM runs in this
+    process already; SparkContext then finds it (without a log, SparkContext starts the JVM as usual)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    log = jvm_log()
-    if log is None or SparkContext._gateway is not None:
+    if SparkContext._gateway is not None:
         return
     with open(log, "ab") as out:  # the JVM keeps its own descriptor of the file
         gateway = launch_gateway(
