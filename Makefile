@@ -11,7 +11,10 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 JVM_STAMP := .cache/.resolved
 JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml jvm/s3-runtime/pom.xml
 
+# Last, the driver JVM's class archive (jobs/io/spark_cds.py): a training run of about a minute, once per Java and
+# set of jars (the command returns at once when the archive is there), that halves every later Spark start-up.
 install: system $(STAMP) $(JVM_STAMP)
+	@$(BIN)/python -m jobs.io.spark_cds >/dev/null
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -317,8 +318,13 @@ def _what_if(args: argparse.Namespace) -> int:
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
     ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
-    with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
-        results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
+    pipeline.warm_up(ctx)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
+            results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
+    except BaseException:
+        ctx.settle()  # the JVM's start-up lines first: the error is the last line
+        raise
     report = results["publish"]
     for published in report:
         found = answer(ctx.lake, published, results["report"].get(published["group_id"]))
@@ -518,13 +524,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; bad input or a failing outside system exits 2 with one line naming the cause."""
+    """Run one command; bad input or a failing outside system exits 2 with one line naming the cause.
+
+    As the `rebalance` command (no `argv`), the process ends right after the exit handlers (see `_end_promptly`).
+    """
+    if argv is None:
+        _end_promptly()
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
     except RebalanceError as e:
         print(f"rebalance {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        code = 2
+    _exit_code[0] = code
+    return code
+
+
+_exit_code = [1]  # what `main` returned; 1 while it has not (an uncaught exception)
+
+
+def _end_promptly() -> None:
+    """End the process once the exit handlers have run (logs closed, locks released, output flushed), skipping the
+    interpreter's own tear-down: freeing the modules of Spark, Arrow, delta-rs and Great Expectations takes about a
+    second after the command's last line, with nothing left to write. Registered first, the handler runs last."""
+    import atexit
+
+    def end() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_code[0])
+
+    atexit.register(end)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
+from jobs.io.delta_stats import files_holding
 from jobs.io.lake import Lake
 from schemas import TABLES
 
@@ -50,7 +51,7 @@ def _replace(
     """The commit of `replace_generations`, made on the table as it is now (`fs` rooted at its directory)."""
     actions: list[AddAction | RemoveAction] = []
     now = int(time.time() * 1000)
-    for name in _files_with_generations(table, generations.values()):
+    for name in files_holding(table, "generation_id", generations.values()):
         matching = _matching_rows(fs, name, generations)
         if matching == 0:
             continue  # its id range overlaps, but it holds none of these generations
@@ -65,7 +66,7 @@ def _replace(
 def files_with_generations(lake: Lake, name: str, generation_ids: Iterable[int]) -> list[str]:
     """Spark URIs of table `name`'s current files that may hold rows of these generation ids (by the Delta file
     statistics)."""
-    return [lake.store.spark_uri(name, f) for f in _files_with_generations(lake.table(name), generation_ids)]
+    return [lake.store.spark_uri(name, f) for f in files_holding(lake.table(name), "generation_id", generation_ids)]
 
 
 def add_action(fs: pa_fs.FileSystem, name: str) -> AddAction:
@@ -94,23 +95,6 @@ def stats(meta: pq.FileMetaData) -> str:
                 low[name] = s.min if name not in low else min(low[name], s.min)
                 high[name] = s.max if name not in high else max(high[name], s.max)
     return json.dumps({"numRecords": meta.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls})
-
-
-def _files_with_generations(table: DeltaTable, generation_ids: Iterable[int]) -> list[str]:
-    """Names of the current files whose generation_id range holds one of the ids (or that have no statistics)."""
-    ids = np.unique(np.fromiter(generation_ids, dtype=np.int64))
-    files = pa.table(table.get_add_actions(flatten=True))
-    if not len(ids) or not files.num_rows:
-        return []
-    if "min.generation_id" not in files.column_names:
-        return files.column("path").to_pylist()
-    low = files.column("min.generation_id").to_numpy(zero_copy_only=False)
-    high = files.column("max.generation_id").to_numpy(zero_copy_only=False)
-    unknown = np.isnan(low.astype(np.float64)) | np.isnan(high.astype(np.float64))
-    low, high = np.nan_to_num(low.astype(np.float64)), np.nan_to_num(high.astype(np.float64))
-    # An id lies in [low, high] when fewer ids are below low than at or below high.
-    overlaps = np.searchsorted(ids, low, side="left") < np.searchsorted(ids, high, side="right")
-    return files.column("path").filter(pa.array(unknown | overlaps)).to_pylist()
 
 
 def _matching_rows(fs: pa_fs.FileSystem, name: str, generations: Mapping[str, int]) -> int:

@@ -186,6 +186,32 @@ class Lake:
         """The table's current snapshot as a Spark DataFrame, read as Delta by the connector."""
         return self.attach(spark).read.format("delta").load(self.store.spark_uri(name))
 
+    def scan(
+        self, spark: SparkSession, name: str, key: str | None = None, values: Sequence[int | str] = ()
+    ) -> DataFrame:
+        """The table's current rows as a Spark DataFrame (with `key`, only the rows whose `key` is in `values`):
+        delta-rs resolves the current snapshot from the log, Spark's Parquet reader reads its files, and the files'
+        statistics skip those that cannot hold the values.
+
+        The pipeline's steps read this way. The connector (`read`) rebuilds a table's state with Spark jobs the
+        first time a JVM reads it: 1.5 s per table and 7 s for the first on 2 cores, against 0.2 and 1.6 s here,
+        which is most of a what-if's time. Both read the same rows: the tables use no feature beyond Delta's
+        protocol (1, 2) (no deletion vectors, no column mapping), so the current files are the current rows.
+        """
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from jobs.io.delta_stats import current_files, files_holding
+        from jobs.io.spark import local_frame
+
+        table, schema = self.table(name), TABLES[name].schema
+        files = current_files(table) if key is None else files_holding(table, key, values)
+        if not files:
+            return local_frame(spark, [], schema)
+        uris = [self.store.spark_uri(name, f) for f in files]
+        frame = self.attach(spark).read.schema(from_arrow_schema(schema)).parquet(*uris)
+        return frame if key is None else frame.where(F.col(key).isin(list(values)))
+
     def register_views(self, spark: SparkSession) -> list[str]:
         """Expose every table to Spark SQL as a Delta table of the session's catalog (so `VERSION AS OF`,
         `TIMESTAMP AS OF` and `DESCRIBE HISTORY` work on it); `rebalance sql` refuses any write to them. A name

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs.io.loopback import LOOPBACK
+from jobs.io.spark_cds import driver_options
 from planner.errors import InputError, SourceError
 
 ENV_PREFIX = "REBALANCE_SPARK_"
@@ -58,12 +59,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DELTA_LIB = Path(os.environ.get("REBALANCE_DELTA_LIB", ROOT / ".cache" / "delta" / "lib"))
 
 
-def delta_conf(lib: Path = DELTA_LIB) -> dict[str, str]:
-    """The settings that load Delta Lake into a session (driver, executors, a Connect server): the connector's
-    jars on the classpath (shipped to a cluster's executors by Spark), its SQL extension and its catalog."""
+def delta_jars(lib: Path = DELTA_LIB) -> list[Path]:
+    """The jars of Delta Lake's connector (and S3A), or one line saying how to install them."""
     jars = sorted(lib.glob("*.jar"))
     if not any(j.name.startswith("delta-spark_") for j in jars):
         raise SourceError(f"Delta Lake's Spark connector is not installed in {lib}: run `make install`")
+    return jars
+
+
+def delta_conf(lib: Path = DELTA_LIB) -> dict[str, str]:
+    """The settings that load Delta Lake into a session (driver, executors, a Connect server): the connector's
+    jars on the classpath (shipped to a cluster's executors by Spark), its SQL extension and its catalog."""
+    jars = delta_jars(lib)
     return {
         "spark.jars": ",".join(str(j) for j in jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -156,7 +163,8 @@ def _classic_session(settings: SparkSettings, app_name: str, log: Path | None) -
     options = {
         "spark.master": settings.master,
         "spark.app.name": app_name,
-        "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        # The driver maps the class archive `make install` made (jobs.io.spark_cds); executors elsewhere have none.
+        "spark.driver.extraJavaOptions": driver_options(JVM_OPTIONS, delta_jars()),
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -125,8 +125,8 @@ def run(ctx: RunContext) -> dict[str, bool]:
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     if not generations:
         return {}
-    snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
-    partitions = lake.read(spark, "topic_partitions").where(F.col("snapshot_id") == run_id)
+    snapshot = lake.scan(spark, "snapshots", "snapshot_id", [run_id])
+    partitions = lake.scan(spark, "topic_partitions", "snapshot_id", [run_id])
     chosen = local_frame(
         spark, [(g["generation_id"], g["group_id"], g["chosen_strategy"]) for g in generations], CHOSEN
     )

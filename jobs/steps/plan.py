@@ -122,19 +122,17 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     strategies = tuple(config.strategies)
     for strategy in strategies:
         load(strategy)  # an unknown strategy is named here, before any task starts
-    snapshot = lake.read(spark, "snapshots").where(F.col("snapshot_id") == run_id)
-    groups = sorted(r.group_id for r in snapshot.select("group_id").distinct().collect())
+    snapshot = lake.scan(spark, "snapshots", "snapshot_id", [run_id])
+    # The run's groups and partition counts are a few rows: read by delta-rs, no Spark job.
+    members = lake.read_arrow("snapshots", [("snapshot_id", "=", run_id)], ["group_id"])
+    groups = sorted(set(members.column("group_id").to_pylist()))
     if not groups:
         return {}
-    topic_rows = (
-        lake.read(spark, "topic_partitions")
-        .where(F.col("snapshot_id") == run_id)
-        .select("topic", "partition_count", "topic_id")
-        .distinct()
-        .collect()
-    )
-    counts = {r.topic: r.partition_count for r in topic_rows}
-    topic_ids = {r.topic: r.topic_id for r in topic_rows if r.topic_id}
+    topic_rows = lake.read_arrow(
+        "topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition_count", "topic_id"]
+    ).to_pylist()
+    counts = {r["topic"]: r["partition_count"] for r in topic_rows}
+    topic_ids = {r["topic"]: r["topic_id"] for r in topic_rows if r["topic_id"]}
     skewed = lake.read_arrow("key_skew", [("run_id", "=", run_id), ("current", "=", True)]).column("topic")
     parameters = {
         "strategies": list(strategies),

@@ -26,9 +26,9 @@ def measurements(spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFra
     by its compressed bytes, so it would otherwise broadcast a million partition rows into the driver's heap.
     """
     subscribed = F.broadcast(snapshot.select("group_id", F.explode("topics").alias("topic")).distinct())
-    skew = lake.read(spark, "key_skew").where((F.col("run_id") == run_id) & F.col("current"))
+    skew = lake.scan(spark, "key_skew", "run_id", [run_id]).where(F.col("current"))
     skew = skew.join(subscribed, "topic")
-    offsets = lake.read(spark, "partition_offsets").where(F.col("snapshot_id") == run_id)
+    offsets = lake.scan(spark, "partition_offsets", "snapshot_id", [run_id])
     return (
         _rows(skew, "messages", F.col("load"))
         .unionByName(_rows(skew, "bytes", F.col("bytes") + F.coalesce(F.col("null_key_bytes"), F.lit(0.0))))
@@ -41,7 +41,7 @@ def previous_snapshots(spark: SparkSession, lake: Lake, run_id: str) -> DataFram
     """(group_id, previous_snapshot, captured_at, previous_captured_at) for each group of snapshot `run_id` that
     has an earlier snapshot (by capture time, then id)."""
     taken = (
-        lake.read(spark, "snapshots")
+        lake.scan(spark, "snapshots")
         .where((F.col("source") != WHAT_IF_SOURCE) | (F.col("snapshot_id") == run_id))
         .groupBy("group_id", "snapshot_id")
         .agg(F.min("captured_at").alias("captured_at"))
@@ -57,7 +57,7 @@ def previous_snapshots(spark: SparkSession, lake: Lake, run_id: str) -> DataFram
 
 def throughput(spark: SparkSession, lake: Lake, run_id: str, subscribed: DataFrame) -> DataFrame:
     """Messages per second per partition of each group's `subscribed` topics since the group's previous snapshot."""
-    ends = lake.read(spark, "topic_partitions").where(F.col("end_offset").isNotNull())
+    ends = lake.scan(spark, "topic_partitions").where(F.col("end_offset").isNotNull())
     now = ends.where(F.col("snapshot_id") == run_id).select("topic", "partition", F.col("end_offset").alias("end"))
     before = ends.select(
         F.col("snapshot_id").alias("previous_snapshot"), "topic", "partition", F.col("end_offset").alias("start")

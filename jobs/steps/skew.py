@@ -260,19 +260,16 @@ def compute(
     return SkewResult(per_partition, summary(per_partition, hot, prints, metrics, options), hot, prints)
 
 
-def partition_counts(spark: SparkSession, lake: Lake, snapshot_id: str) -> dict[str, int]:
+def partition_counts(lake: Lake, snapshot_id: str) -> dict[str, int]:
     """Each topic's partition count in snapshot `snapshot_id` (the `topic_partitions` table), once it is complete
-    (its `snapshots` rows, committed last, are there)."""
-    complete = lake.read(spark, "snapshots").where(F.col("snapshot_id") == snapshot_id).select("snapshot_id").limit(1)
-    rows = (
-        lake.read(spark, "topic_partitions")
-        .where(F.col("snapshot_id") == snapshot_id)
-        .join(complete, "snapshot_id", "left_semi")
-        .groupBy("topic")
-        .agg(F.max("partition_count").alias("n"))
-        .collect()
-    )
-    return {r["topic"]: int(r["n"]) for r in rows}
+    (its `snapshots` rows, committed last, are there); a few rows, read by delta-rs."""
+    if not lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)], ["snapshot_id"]).num_rows:
+        return {}
+    rows = lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)], ["topic", "partition_count"])
+    counts: dict[str, int] = {}
+    for r in rows.to_pylist():
+        counts[r["topic"]] = max(counts.get(r["topic"], 0), int(r["partition_count"]))
+    return counts
 
 
 def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> pa.Table:
@@ -282,7 +279,7 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
         return KEY_SKEW_SUMMARY.schema.empty_table()  # nothing sampled: nothing to measure or write
-    counts = dict(options.partitions) if options.partitions is not None else partition_counts(spark, lake, run_id)
+    counts = dict(options.partitions) if options.partitions is not None else partition_counts(lake, run_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     try:

@@ -90,6 +90,25 @@ def test_the_jvm_output_goes_to_its_log_and_a_refused_query_is_one_line(tmp_path
     assert written.count('Setting default log level to "WARN"') == 2 and "CheckAnalysis" in written
 
 
+def test_an_unusable_class_archive_costs_a_start_nothing_but_its_speed(tmp_path, monkeypatch):
+    # An archive made by another JVM build, or cut short: the JVM ignores it, silently, and the command runs.
+    from jobs.io import spark_cds
+    from jobs.io.lake import Lake
+    from jobs.io.spark import JVM_OPTIONS, delta_jars
+
+    Lake(tmp_path / "lake").create_all()
+    monkeypatch.setattr(spark_cds, "CDS_DIR", tmp_path / "cds")
+    archive = spark_cds.archive_path(JVM_OPTIONS, delta_jars())
+    archive.parent.mkdir()
+    archive.write_bytes(b"\x00" * 4096)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REBALANCE_", "SPARK_", "PYSPARK_"))}
+    env |= {"REBALANCE_SPARK_CDS_DIR": str(archive.parent), "REBALANCE_SPARK_LOG": str(tmp_path / "spark.log")}
+    argv = [sys.executable, "-m", "jobs.cli", "sql", "SELECT 1 AS one", "--lake", str(tmp_path / "lake")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert (done.returncode, done.stdout.split(), done.stderr) == (0, ["one", "1"], "")
+    assert f"-XX:SharedArchiveFile={archive}" in spark_cds.driver_options(JVM_OPTIONS, delta_jars())
+
+
 @pytest.mark.spark
 def test_a_run_with_no_groups_exits_0_and_says_so(spark, tmp_path, capsys):
     # A new deployment's first night: nothing to plan (an empty broker, or a file holding no group).
