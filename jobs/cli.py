@@ -135,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.config import Config
     from jobs.steps import publish
+    from jobs.terminal import short
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
     result = pipeline.run(config, args.run_id)
@@ -146,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  quarantined {source}: {reason}")
     print(publish.format_report(result.report))
     for group, page in result.pages.items():
-        print(f"report {group}: {page}")
+        print(f"report {short(group)}: {page}")
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in result.report) else 0
 
 
@@ -528,14 +529,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     As the `rebalance` command (no `argv`), the process ends right after the exit handlers (see `_end_promptly`).
     """
+    from jobs.terminal import SafeWriter
+
     if argv is None:
         _end_promptly()
-    args = build_parser().parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeWriter(sys.stdout), SafeWriter(sys.stderr)  # untrusted text prints as escapes
     try:
-        code = int(args.func(args) or 0)
-    except RebalanceError as e:
-        print(f"rebalance {args.command}: error: {e}", file=sys.stderr)
-        code = 2
+        args = build_parser().parse_args(argv)
+        try:
+            code = int(args.func(args) or 0)
+        except RebalanceError as e:
+            print(f"rebalance {args.command}: error: {e}", file=sys.stderr)
+            code = 2
+    finally:
+        sys.stdout.flush()
+        sys.stdout, sys.stderr = streams
     _exit_code[0] = code
     return code
 

@@ -114,10 +114,11 @@ def publish(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
 def report(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, str]:
     """Write the HTML report of every generation of the run; returns group -> page path."""
     from jobs.steps import report
+    from jobs.terminal import short
 
     pages = report.run(ctx)
     for group, page in pages.items():
-        print(f"report {group}: {page}")
+        print(f"report {short(group)}: {page}")
     return pages
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.io.lake import Lake
+from jobs.terminal import short
 
 SHOWN_MOVES = 20  # partitions listed in the text; --json lists them all
 
@@ -89,7 +90,7 @@ def format_answer(result: dict[str, Any]) -> str:
     """The answer as text: a table of strategies against today, then the chosen plan's moves."""
     today = result["today"]
     lines = [
-        f"what-if {result['group_id']}: generation {result['generation_id']}, {result['status']}"
+        f"what-if {short(result['group_id'])}: generation {result['generation_id']}, {result['status']}"
         + (f" ({result['gate']})" if result["gate"] else ""),
         f"  {'strategy':<26} {'moves':>6} {'count spread':>12} {'max load':>10} {'mean load':>10} {'max/mean':>8}",
         f"  {'today':<26} {'-':>6} {_num(today['count_spread']):>12} {_num(today['max_load']):>10} "
@@ -105,7 +106,8 @@ def format_answer(result: dict[str, Any]) -> str:
     if result["chosen"]:
         lines.append(f"{result['chosen']} moves {len(moves)} partition(s)" + (":" if moves else ""))
         lines += [
-            f"  {m['topic']}-{m['partition']}: {m['from'] or '(unowned)'} -> {m['to']}" for m in moves[:SHOWN_MOVES]
+            f"  {m['topic']}-{m['partition']}: {short(m['from'] or '(unowned)')} -> {short(m['to'])}"
+            for m in moves[:SHOWN_MOVES]
         ]
         if len(moves) > SHOWN_MOVES:
             lines.append(f"  ... and {len(moves) - SHOWN_MOVES} more (--json lists them all)")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import warnings
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake
+from jobs.io.spark import session_conf
 from planner.errors import InputError
 
 if TYPE_CHECKING:
@@ -34,12 +36,25 @@ WRITING = re.compile(
 DELTA_STATEMENTS = re.compile(r"\s*(OPTIMIZE|VACUUM|RESTORE|CONVERT|REORG|GENERATE|FSCK|CLONE)\b", re.IGNORECASE)
 
 
-def check_read_only(spark: SparkSession, sql: str) -> None:
-    """Refuse any statement but a query, deciding on the root of the plan Spark's own parser makes of it.
+# Functions a query may not call: they run any Java method in the driver or executors (change the JVM, the lake's
+# files, anything the process may touch), though the statement is a SELECT.
+REFLECTIVE = re.compile(r"(?<![\w`])'?(reflect|java_method|try_reflect)\(", re.IGNORECASE)
+# Delta's history of a table named by path (`delta.`/path``, '/path'): a table outside the lake's.
+HISTORY_BY_PATH = re.compile(r"\s*DESC(RIBE)?\s+HISTORY\s+(delta\s*\.|'|\")", re.IGNORECASE)
+PLANNING_FAILED = "Error occurred during query planning"
+# While a history query is checked and runs: no table named by a path (`text.`/etc/shadow``, `parquet.`/any/dir``).
+HISTORY_CONF = {"spark.sql.runSQLOnFiles": "false"}
 
-    `EXPLAIN EXTENDED` parses the statement without running it (on classic Spark and Spark Connect alike); its
-    parsed logical plan's root node names what the statement is: `'Project`, `CTE` ... for queries,
-    `'InsertIntoStatement`, `'InsertIntoDir`, `'DropView`, `SetCommand` ... for anything that writes or changes state.
+
+def check_read_only(spark: SparkSession, sql: str) -> None:
+    """Refuse any statement but a query over the lake's tables, deciding on the plans Spark makes of it.
+
+    `EXPLAIN EXTENDED` parses and analyses the statement without running it (on classic Spark and Spark Connect
+    alike); its parsed logical plan's root node names what the statement is: `'Project`, `CTE` ... for queries,
+    `'InsertIntoStatement`, `'InsertIntoDir`, `'DropView`, `SetCommand` ... for anything that writes or changes
+    state. A query is refused too when it runs a program (`SELECT TRANSFORM ... USING`) or calls a reflective
+    function, in its parsed or analysed plan (`IDENTIFIER('reflect')` only resolves in the latter). Tables named
+    by path (`text.`/etc/passwd``) are off while a history query runs (`HISTORY_CONF`).
     """
     from pyspark.errors import AnalysisException, ParseException
 
@@ -48,10 +63,16 @@ def check_read_only(spark: SparkSession, sql: str) -> None:
             f"only queries are allowed (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN): {delta.group(1).upper()} is Delta "
             "Lake's maintenance statement, which would change the lake; nothing was run"
         )
+    if HISTORY_BY_PATH.match(sql):
+        raise InputError("only the lake's tables can be queried: DESCRIBE HISTORY takes a table name; nothing was run")
     try:
         text = spark.sql(f"EXPLAIN EXTENDED {sql}").collect()[0][0]
     except (ParseException, AnalysisException) as e:
-        raise InputError(f"the query is not valid Spark SQL: {_first_line(e)}") from None
+        raise InputError(f"the query is not valid Spark SQL: {first_line(e)}") from None
+    if text.startswith(PLANNING_FAILED):
+        # Spark failed while planning (e.g. `1/0` folded to a constant): it keeps the reason to itself here, and
+        # an unplanned statement cannot be vouched for.
+        raise InputError("Spark could not plan the query (a constant expression fails, such as 1/0); nothing was run")
     parsed = text.split("== Parsed Logical Plan ==", 1)[-1].strip()
     root = re.match(r"'?(\w+)", parsed)
     node = root.group(1) if root else ""
@@ -62,11 +83,21 @@ def check_read_only(spark: SparkSession, sql: str) -> None:
             f"only queries are allowed (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN): Spark parses this statement as "
             f"{node}, which would change the lake or the session; nothing was run"
         )
+    plans = text.split("== Optimized Logical Plan ==", 1)[0]
+    if "ScriptTransformation" in plans:
+        raise InputError("queries may not run programs (SELECT TRANSFORM ... USING); nothing was run")
+    if called := REFLECTIVE.search(plans):
+        raise InputError(f"queries may not call {called.group(1).lower()}() (it runs Java methods); nothing was run")
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def first_line(error: Exception) -> str:
+    """The first line of an error's message that says something (Spark's wrappers end in a colon, the reason
+    follows), terminal-safe."""
+    from jobs.terminal import safe
+
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.endswith(":")] or lines
+    return safe(said[0]) if said else type(error).__name__
 
 
 def register(spark: SparkSession, lake: Lake) -> list[str]:
@@ -84,11 +115,16 @@ def query(ctx: RunContext, sql: str, limit: int = 100) -> str:
 
 def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
     """Run SQL over views already registered and format its first `limit` rows as a text table."""
-    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.errors import AnalysisException, ParseException, PySparkException
 
-    check_read_only(spark, sql)
-    try:
-        frame: pd.DataFrame = spark.sql(sql).limit(limit).toPandas()
-    except (ParseException, AnalysisException) as e:
-        raise InputError(f"the query is not valid Spark SQL: {_first_line(e)}") from None
+    with session_conf(spark, HISTORY_CONF):
+        check_read_only(spark, sql)
+        try:
+            with warnings.catch_warnings():  # pyspark warns of a failed query before raising it: one line
+                warnings.simplefilter("ignore", UserWarning)
+                frame: pd.DataFrame = spark.sql(sql).limit(limit).toPandas()
+        except (ParseException, AnalysisException) as e:
+            raise InputError(f"the query is not valid Spark SQL: {first_line(e)}") from None
+        except PySparkException as e:  # raised while it ran: raise_error(), a division by zero, a failed cast
+            raise InputError(f"the query failed: {first_line(e)}") from None
     return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

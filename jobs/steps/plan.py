@@ -15,8 +15,7 @@ per table), so a re-run rewrites the same rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +28,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
-from jobs.io.spark import local_frame
+from jobs.io.spark import local_frame, session_conf
 from jobs.kernels.loads import check_mode
 from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
 from jobs.steps.plan_loads import measurements, previous_snapshots
@@ -57,22 +56,6 @@ GENERATION_IDS = pa.schema([("group_id", pa.string()), ("generation_id", pa.int6
 WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
 
 KERNEL_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
-
-
-@contextmanager
-def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
-    """Set session settings for the duration of a block, then restore what was there."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def allocate_generations(

@@ -15,6 +15,7 @@ from jobs.context import RunContext
 from jobs.io.flags import APPROVAL, env_flag
 from jobs.io.lake import rows_table
 from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from jobs.terminal import short
 from schemas.status import GenerationStatus as S
 
 
@@ -64,7 +65,7 @@ def format_report(report: list[dict[str, Any]]) -> str:
     """The run's generations as a small text table."""
     lines = [f"{'group':<24} {'generation':>10}  {'strategy':<20} {'status':<10} gate"]
     lines += [
-        f"{r['group_id']:<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<10} "
+        f"{short(r['group_id']):<24} {r['generation_id']:>10}  {r['chosen_strategy'] or '-':<20} {r['status']:<10} "
         f"{r['gate_summary']}"
         for r in report
     ]

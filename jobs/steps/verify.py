@@ -22,6 +22,7 @@ from jobs.apply.plan import Plan
 from jobs.context import RunContext
 from jobs.io.lake import rows_table
 from jobs.steps.export import WAS_APPROVED, build_plan
+from jobs.terminal import short
 from planner.errors import InputError
 from schemas.tables import WHAT_IF_SOURCE
 
@@ -145,16 +146,17 @@ def compare(plan: Plan, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def format_verdict(result: dict[str, Any]) -> str:
     """One group's verdict as text: a headline, then the unknown and missing members and differing partitions."""
     head = (
-        f"group {result['group_id']}: generation {result['generation_id']} ({result['strategy']}) vs snapshot "
+        f"group {short(result['group_id'])}: generation {result['generation_id']} ({result['strategy']}) vs snapshot "
         f"{result['snapshot_id']} ({result['state']}): {result['verification']}"
     )
     if result["verification"] == "applied":
         return f"{head}, all {result['partitions']} partitions owned as planned"
     lines = [f"{head}, {len(result['differing'])} of {result['partitions']} partitions differ"]
-    lines += [f"  member {m} is not in the plan" for m in result["unknown_members"]]
-    lines += [f"  planned member {m} is missing" for m in result["missing_members"]]
+    lines += [f"  member {short(m)} is not in the plan" for m in result["unknown_members"]]
+    lines += [f"  planned member {short(m)} is missing" for m in result["missing_members"]]
     lines += [
-        f"  {d['topic']}-{d['partition']}: planned for {d['planned'] or 'nobody'}, owned by {d['owner'] or 'nobody'}"
+        f"  {d['topic']}-{d['partition']}: planned for {short(d['planned'] or 'nobody')}, "
+        f"owned by {short(d['owner'] or 'nobody')}"
         for d in result["differing"]
     ]
     return "\n".join(lines)

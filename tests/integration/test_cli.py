@@ -150,3 +150,21 @@ def test_user_errors_exit_2_with_the_input_named_and_no_traceback(argv, named, s
     err = capsys.readouterr().err
     assert named in err and "Traceback" not in err
     assert err.startswith(f"rebalance {argv[0]}: error: ")
+
+
+@pytest.mark.spark
+def test_ids_from_kafka_print_with_escapes_made_visible_and_long_ones_shortened(spark, tmp_path, capsys):
+    # A group id carrying a terminal escape and a right-to-left override, and one of 100,000 characters.
+    doc = json.loads((DEMO / "payments.json").read_text())
+    hostile, huge = "pay\x1b]0;pwned\x07ments\u202etxt", "g" * 100_000
+    files = tmp_path / "snapshots"
+    files.mkdir()
+    for i, group in enumerate((hostile, huge)):
+        (files / f"{i}.json").write_text(json.dumps(doc | {"group_id": group}))
+    argv = ["run", "--snapshots", str(files), "--lake", str(tmp_path / "lake"), "--strategies", "range"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+    assert "pay\\x1b]0;pwned\\x07ments\\u202etxt" in out
+    assert huge not in out and out.count("g" * 104 + "...~") == 2  # the generations table and the report line
+    assert max(len(line) for line in out.splitlines()) < 1000  # the longest: a report path (folder name <= 200)

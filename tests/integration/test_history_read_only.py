@@ -92,3 +92,47 @@ def test_every_table_is_delta_with_its_versions_and_history(planned: RunContext)
         at = logged[-1].timestamp  # the latest commit's time: TIMESTAMP AS OF it reads today's rows
         sql = f"SELECT count(*) AS n FROM {name} TIMESTAMP AS OF '{at.isoformat(sep=' ')}'"
         assert history.query(planned, sql).split()[-1] == str(now)
+
+
+REFUSED = [
+    ("SELECT reflect('org.apache.hadoop.fs.FileUtil', 'chmod', '{lake}/generations/_delta_log', '000')", "reflect()"),
+    ("SELECT java_method('java.lang.System', 'setProperty', 'user.dir', '/')", "java_method()"),
+    ("SELECT try_reflect('java.lang.System', 'getProperty', 'user.home')", "try_reflect()"),
+    ("SELECT IDENTIFIER('java_method')('java.lang.System', 'getenv', 'HOME')", "java_method()"),
+    ("SELECT group_id FROM generations WHERE REFLECT('java.lang.Thread', 'sleep', 1L) IS NULL", "reflect()"),
+    ("SELECT TRANSFORM(group_id) USING 'touch {lake}/pwned' AS (x) FROM generations", "run programs"),
+    ("SELECT count(*) FROM text.`/etc/hostname`", "TABLE_OR_VIEW_NOT_FOUND"),
+    ("SELECT * FROM parquet.`{lake}/plans`", "TABLE_OR_VIEW_NOT_FOUND"),
+    ("SELECT * FROM delta.`{lake}/plans`", "TABLE_OR_VIEW_NOT_FOUND"),
+    ("DESCRIBE HISTORY delta.`{lake}/plans`", "takes a table name"),
+    ("DESCRIBE HISTORY '{lake}/plans'", "takes a table name"),
+]
+
+
+@pytest.mark.parametrize(("sql", "said"), REFUSED)
+def test_queries_with_side_effects_or_files_outside_the_lake_are_refused(
+    planned: RunContext, sql: str, said: str
+) -> None:
+    log = Path(planned.lake.path("generations")) / "_delta_log"
+    mode = log.stat().st_mode
+    with pytest.raises(InputError, match="nothing was run|not valid Spark SQL") as refused:
+        history.query(planned, sql.format(lake=planned.lake.root))
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+    assert log.stat().st_mode == mode and not (Path(planned.lake.root) / "pwned").exists()
+    # The setting that keeps paths out is the query's alone: the session reads paths again afterwards.
+    assert planned.spark.conf.get("spark.sql.runSQLOnFiles") == "true"
+
+
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("SELECT raise_error('boom')", "the query failed: [USER_RAISED_EXCEPTION] boom"),
+        ("SELECT assert_true(count(*) < 0) FROM generations", "the query failed: [USER_RAISED_EXCEPTION]"),
+        ("SELECT 1/0", "Spark could not plan the query"),
+        ("SELECT 1 / (count(*) - count(*)) FROM generations", "the query failed: [DIVIDE_BY_ZERO]"),
+    ],
+)
+def test_a_query_that_fails_while_it_runs_is_one_line_with_the_reason(planned: RunContext, sql: str, said: str):
+    with pytest.raises(InputError) as failed:
+        history.query(planned, sql)
+    assert str(failed.value).startswith(said) and "\n" not in str(failed.value)
