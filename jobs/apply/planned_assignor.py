@@ -4,10 +4,11 @@
     KafkaConsumer("orders", group_id="payments", client_id="payments-1",
                   partition_assignment_strategy=[planned, planned.fallback])
 
-Every member lists it first, so the broker elects `planned` (Kafka: ClassicGroup.selectProtocol, each member votes
-for its first protocol all members support). When this consumer is the group leader, `assign` serves the plan
-(`rebalance export`; a plan file is read again at an assignment whenever it changed, so an operator can drop a
-newly approved plan in place) when:
+Every member lists it first, so the broker elects `rebalance-planned` (Kafka: ClassicGroup.selectProtocol, each
+member votes for its first protocol all members support); the Java PlannedAssignor (jvm/planned-assignor) has the
+same protocol name, so Python and Java members can share one group. When this consumer is the group leader,
+`assign` serves the plan (`rebalance export`; a plan file is read again at an assignment whenever it changed, so an
+operator can drop a newly approved plan in place) when:
 
 1. the plan loads and checks (`jobs.apply.plan`),
 2. every planned topic has the partition count the plan was made for,
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 class PlannedAssignor(AbstractPartitionAssignor):
     """Serves `plan` (a plan document, or the path of an exported plan file) when the live group matches it."""
 
-    name = "planned"
+    name = "rebalance-planned"  # the Java PlannedAssignor's too: Python and Java members share one group
 
     def __init__(
         self,
