@@ -11,9 +11,11 @@ APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 JVM_STAMP := .cache/.resolved
 JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml jvm/s3-runtime/pom.xml
 
-# The Java plan appliers, built from source: the consumer's jar (PlannedAssignor) and the broker's (PlannedGroupAssignor).
+# The Java plan appliers, built from source: the consumer's jar (PlannedAssignor) and the broker's (PlannedGroupAssignor),
+# and the demo's Java consumer application (PlanConsumer, which the demo and the live tests run).
 APPLY_JVM := jvm/planned-assignor
-APPLY_JARS := $(APPLY_JVM)/target/planned-assignor-1.0.0.jar $(APPLY_JVM)/target/planned-assignor-1.0.0-broker.jar
+APPLY_JARS := $(APPLY_JVM)/target/planned-assignor-1.0.0.jar $(APPLY_JVM)/target/planned-assignor-1.0.0-broker.jar \
+	$(APPLY_JVM)/target/planned-assignor-1.0.0-demo.jar
 APPLY_SOURCES := jvm/pom.xml $(APPLY_JVM)/pom.xml $(shell find $(APPLY_JVM)/src/main -type f 2>/dev/null)
 
 install: system $(STAMP) $(JVM_STAMP) $(APPLY_JARS)
@@ -34,7 +36,7 @@ $(JVM_STAMP): $(JVM_POMS)
 	  || { echo "Maven could not resolve Apache Kafka and Delta Lake from Maven Central (jvm/pom.xml): check the network or ~/.m2/settings.xml" >&2; exit 1; }
 	@touch $@
 
-# Both jars come from one `mvn package` (a grouped target), again only when a source or a pom changes; the JUnit tests
+# The jars come from one `mvn package` (a grouped target), again only when a source or a pom changes; the JUnit tests
 # run in `make test` (test-jvm), so an install is not slowed by them.
 $(APPLY_JARS) &: $(APPLY_SOURCES)
 	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to build jvm/planned-assignor" >&2; exit 1; }
