@@ -6,14 +6,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := openjdk-17-jdk-headless maven chromium chromium-driver
 
-.PHONY: install system demo test test-fast lint typecheck bench spark-connect clean
+.PHONY: install system demo test test-fast test-jvm lint typecheck bench spark-connect clean
 
 JVM_STAMP := .cache/.resolved
 JVM_POMS := jvm/pom.xml jvm/kafka-runtime/pom.xml jvm/delta-runtime/pom.xml jvm/s3-runtime/pom.xml
 
+# The Java plan appliers, built from source: the consumer's jar (PlannedAssignor) and the broker's (PlannedGroupAssignor),
+# and the demo's Java consumer application (PlanConsumer, which the demo and the live tests run).
+APPLY_JVM := jvm/planned-assignor
+APPLY_JARS := $(APPLY_JVM)/target/planned-assignor-1.0.0.jar $(APPLY_JVM)/target/planned-assignor-1.0.0-broker.jar \
+	$(APPLY_JVM)/target/planned-assignor-1.0.0-demo.jar
+APPLY_SOURCES := jvm/pom.xml $(APPLY_JVM)/pom.xml $(shell find $(APPLY_JVM)/src/main -type f 2>/dev/null)
+
 # Last, the driver JVM's class archive (jobs/io/spark_cds.py): a training run of about a minute, once per Java and
 # set of jars (the command returns at once when the archive is there), that halves every later Spark start-up.
-install: system $(STAMP) $(JVM_STAMP)
+install: system $(STAMP) $(JVM_STAMP) $(APPLY_JARS)
 	@$(BIN)/python -m jobs.io.spark_cds >/dev/null
 
 # Re-install only when the pins or the project's metadata change.
@@ -31,6 +38,14 @@ $(JVM_STAMP): $(JVM_POMS)
 	@mvn -q -B -Dstyle.color=never -f jvm/pom.xml dependency:copy-dependencies >/dev/null \
 	  || { echo "Maven could not resolve Apache Kafka and Delta Lake from Maven Central (jvm/pom.xml): check the network or ~/.m2/settings.xml" >&2; exit 1; }
 	@touch $@
+
+# The jars come from one `mvn package` (a grouped target), again only when a source or a pom changes; the JUnit tests
+# run in `make test` (test-jvm), so an install is not slowed by them.
+$(APPLY_JARS) &: $(APPLY_SOURCES)
+	@command -v mvn >/dev/null 2>&1 || { echo "mvn is missing: install Maven 3 (apt-get install maven) to build jvm/planned-assignor" >&2; exit 1; }
+	@mvn -q -B -Dstyle.color=never -f $(APPLY_JVM)/pom.xml package -DskipTests >/dev/null \
+	  || { echo "Maven could not build the plan appliers (jvm/planned-assignor): run it without -q to see why" >&2; exit 1; }
+	@touch $(APPLY_JARS)
 
 # Spark and Kafka need a JVM, Kafka's resolution Maven, the report tests a real browser: when java, mvn or chromium
 # is missing and we are root, install Debian's headless Java 17, Maven and Chromium (with its driver) with apt.
@@ -58,8 +73,13 @@ typecheck: install
 test-fast: lint
 	$(BIN)/python -m pytest tests/unit planner schemas -m "unit and not slow" -q
 
-# Everything CI must prove: lint, format, types, the unit and integration tiers (demo, cluster, Connect, scheduler).
-test: lint typecheck
+# The Java appliers' JUnit tests (every shared fixture of schemas/fixtures/apply on both jars), packaging the jars anew.
+test-jvm: install
+	mvn -q -B -Dstyle.color=never -f $(APPLY_JVM)/pom.xml package
+
+# Everything CI must prove: lint, format, types, the Java appliers' tests, the unit and integration tiers (demo,
+# cluster, Connect, scheduler).
+test: lint typecheck test-jvm
 	$(BIN)/python -m pytest
 
 bench: install
@@ -70,4 +90,4 @@ spark-connect: install
 	$(BIN)/python -m jobs.io.spark_servers connect --port 15002
 
 clean:
-	rm -rf $(VENV) .cache .airflow lake .pytest_cache tests/artifacts
+	rm -rf $(VENV) .cache .airflow lake .pytest_cache tests/artifacts $(APPLY_JVM)/target

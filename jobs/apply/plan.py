@@ -5,31 +5,44 @@
     {"format": "rebalance-plan/1",
      "group_id": "payments", "generation_id": 3, "strategy": "range",
      "created_at": "2026-11-21T02:00:00Z", "snapshot_id": "scheduled__2026-11-21T02:00:00",
-     "topics": {"orders": 12, "refunds": 4},
+     "topics": {"orders": 12, "refunds": 4}, "topic_ids": {"orders": "mq3Uo1jSQk2bIGvYg9UmAQ", ...},
      "members": {"c-1-9f0e...": {"client_id": "c-1", "group_instance_id": null, "topics": ["orders", "refunds"],
                                  "assignment": {"orders": [0, 1, 2, 3, 4, 5], "refunds": [0, 1]}}, ...}}
 
 `members` is keyed by the member id the snapshot saw; `client_id` and `group_instance_id` are what identify the
 same consumer after it restarts (see `jobs.apply.matching`). `topics` holds the partition count of every topic the
 group subscribes to: the plan assigns each of those partitions exactly once, to a member subscribed to its topic.
+`topic_ids` (optional; every planned topic or none) holds each topic's Kafka topic id as the snapshot saw it: a
+broker-side assignor sees topics by id only (KIP-848), and a topic deleted and created again under the same name has
+a new id, so it is not the topic the plan was made for. schemas/plan.schema.json is this format as a JSON Schema.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 FORMAT = "rebalance-plan/1"
+_TOPIC_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")  # Kafka's Uuid.toString: 16 bytes, URL-safe base64 without padding
 
 TopicPartition = tuple[str, int]
 
 
 class PlanError(ValueError):
-    """A plan document that cannot be served; the message names the file or JSON path and the problem."""
+    """A plan document that cannot be served; the message names the file or JSON path and the problem.
+
+    `code` is the reason an applier logs and the shared fixtures (schemas/fixtures/apply) expect: `plan_unreadable`
+    (no file, or not UTF-8), `wrong_format` (not a rebalance-plan/1 document) or `malformed_plan` (anything else).
+    """
+
+    def __init__(self, message: str, code: str = "malformed_plan") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class Plan:
     snapshot_id: str | None
     topics: dict[str, int]
     members: dict[str, PlanMember]
+    topic_ids: dict[str, str] = field(default_factory=dict)  # topic -> Kafka topic id; empty when not known
 
     def owners(self) -> dict[TopicPartition, str]:
         """Planned member id of every partition."""
@@ -72,7 +86,7 @@ class Plan:
                 "topics": list(m.topics),
                 "assignment": by_topic,
             }
-        return {
+        doc: dict[str, Any] = {
             "format": FORMAT,
             "group_id": self.group_id,
             "generation_id": self.generation_id,
@@ -80,8 +94,11 @@ class Plan:
             "created_at": self.created_at,
             "snapshot_id": self.snapshot_id,
             "topics": dict(sorted(self.topics.items())),
-            "members": members,
         }
+        if self.topic_ids:
+            doc["topic_ids"] = dict(sorted(self.topic_ids.items()))
+        doc["members"] = members
+        return doc
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
@@ -89,9 +106,10 @@ def load_plan(path: str | os.PathLike[str]) -> Plan:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise PlanError(f"plan file {path}: {e.strerror or e}") from None
+        raise PlanError(f"plan file {path}: {e.strerror or e}", "plan_unreadable") from None
     except UnicodeDecodeError as e:
-        raise PlanError(f"plan file {path}: not UTF-8 text (invalid byte at offset {e.start})") from None
+        message = f"plan file {path}: not UTF-8 text (invalid byte at offset {e.start})"
+        raise PlanError(message, "plan_unreadable") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -111,11 +129,12 @@ def parse_plan(doc: Any, source: str = "plan") -> Plan:
     """Check a plan document; every partition of `topics` is planned exactly once, to a subscribed member."""
     obj = _object(doc, source)
     if obj.get("format") != FORMAT:
-        raise PlanError(f"{source}: format: expected {FORMAT!r}, got {obj.get('format')!r}")
+        raise PlanError(f"{source}: format: expected {FORMAT!r}, got {obj.get('format')!r}", "wrong_format")
     topics = {
         topic: _int(count, f"{source}: topics.{topic}", minimum=1)
         for topic, count in _object(obj.get("topics"), f"{source}: topics").items()
     }
+    topic_ids = _topic_ids(obj.get("topic_ids"), topics, f"{source}: topic_ids")
     members_doc = _object(obj.get("members"), f"{source}: members")
     if not members_doc:
         raise PlanError(f"{source}: members: the plan has no members")
@@ -130,7 +149,23 @@ def parse_plan(doc: Any, source: str = "plan") -> Plan:
         snapshot_id=_optional_text(obj.get("snapshot_id"), f"{source}: snapshot_id"),
         topics=topics,
         members=members,
+        topic_ids=topic_ids,
     )
+
+
+def _topic_ids(doc: Any, topics: Mapping[str, int], path: str) -> dict[str, str]:
+    """Every planned topic's id, or none: an applier that needs ids must be able to check every topic."""
+    if doc is None:
+        return {}
+    ids = {topic: _text(value, f"{path}.{topic}") for topic, value in _object(doc, path).items()}
+    if set(ids) != set(topics):
+        raise PlanError(f"{path}: expected the ids of exactly the plan's topics {sorted(topics)}, got {sorted(ids)}")
+    for topic, value in ids.items():
+        if not _TOPIC_ID.match(value):
+            raise PlanError(f"{path}.{topic}: expected a Kafka topic id (22 URL-safe base64 characters), got {value!r}")
+    if len(set(ids.values())) != len(ids):
+        raise PlanError(f"{path}: two topics have the same id")
+    return ids
 
 
 def _member(member_id: str, doc: Any, topics: Mapping[str, int], path: str) -> PlanMember:

@@ -4,10 +4,11 @@
     KafkaConsumer("orders", group_id="payments", client_id="payments-1",
                   partition_assignment_strategy=[planned, planned.fallback])
 
-Every member lists it first, so the broker elects `planned` (Kafka: ClassicGroup.selectProtocol, each member votes
-for its first protocol all members support). When this consumer is the group leader, `assign` serves the plan
-(`rebalance export`; a plan file is read again at an assignment whenever it changed, so an operator can drop a
-newly approved plan in place) when:
+Every member lists it first, so the broker elects `rebalance-planned` (Kafka: ClassicGroup.selectProtocol, each
+member votes for its first protocol all members support); the Java PlannedAssignor (jvm/planned-assignor) has the
+same protocol name, so Python and Java members can share one group. When this consumer is the group leader,
+`assign` serves the plan (`rebalance export`; a plan file is read again at an assignment whenever it changed, so an
+operator can drop a newly approved plan in place) when:
 
 1. the plan loads and checks (`jobs.apply.plan`),
 2. every planned topic has the partition count the plan was made for,
@@ -15,6 +16,7 @@ newly approved plan in place) when:
    group.instance.id, then member id, then a unique client id, so a restarted group is recognised),
 4. each member subscribes to exactly its planned topics.
 
+These rules are `jobs.apply.decision.decide`, shared with the Java appliers through schemas/fixtures/apply.
 Otherwise it logs ONE warning naming every reason (the unknown or missing member, the differing subscription, the
 changed partition count) and returns the fallback's assignment. `metadata` and `on_assignment` are the fallback's,
 so the fallback always has the state it needs (owned partitions, sticky user data) and listing `planned.fallback`
@@ -43,7 +45,8 @@ from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from jobs.apply.matching import LiveMember, Match, client_id_of, describe, match_members
+from jobs.apply.decision import LiveSubscription, decide
+from jobs.apply.matching import LiveMember, client_id_of
 from jobs.apply.plan import Plan, PlanError, TopicPartition, load_plan, parse_plan
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,7 @@ log = logging.getLogger(__name__)
 class PlannedAssignor(AbstractPartitionAssignor):
     """Serves `plan` (a plan document, or the path of an exported plan file) when the live group matches it."""
 
-    name = "planned"
+    name = "rebalance-planned"  # the Java PlannedAssignor's too: Python and Java members share one group
 
     def __init__(
         self,
@@ -82,28 +85,27 @@ class PlannedAssignor(AbstractPartitionAssignor):
         except PlanError as e:
             log.warning("planned assignor: no plan served (%s); assigning with %s", e, self.fallback.name)
             return self.fallback.assign(cluster, members)
-        live = [LiveMember(m.member_id, m.group_instance_id, client_id_of(m.member_id)) for m in members]
-        match = match_members(plan.members, live)
-        if reasons := refusals(plan, cluster, members, match):
+        decision = decide(plan, lambda topic: _partition_count(cluster, topic), [subscription(m) for m in members])
+        if not decision.serve:
             log.warning(
                 "planned assignor: plan of group %r generation %d not served (%s); assigning with %s",
                 plan.group_id,
                 plan.generation_id,
-                "; ".join(reasons),
+                "; ".join(r.message for r in decision.reasons),
                 self.fallback.name,
             )
             return self.fallback.assign(cluster, members)
-        planned = {m.member_id: plan.members[match.planned[m.member_id]].assignment for m in members}
-        assignment, withheld = withhold_owned(planned, owned_partitions(members))
         log.info(
             "planned assignor: serving plan of group %r generation %d (%s) to %d members%s",
             plan.group_id,
             plan.generation_id,
             plan.strategy,
             len(members),
-            f"; {withheld} partitions wait for their owners to revoke them (KIP-429)" if withheld else "",
+            f"; {decision.withheld} partitions wait for their owners to revoke them (KIP-429)"
+            if decision.withheld
+            else "",
         )
-        return {member_id: self._encode(tps) for member_id, tps in assignment.items()}
+        return {member_id: self._encode(tps) for member_id, tps in decision.assignment.items()}
 
     def _plan_file(self) -> Plan:
         """The plan file's plan, parsed again only when the file changed (a 100,000-partition plan takes seconds)."""
@@ -111,7 +113,7 @@ class PlannedAssignor(AbstractPartitionAssignor):
         try:
             stat = self._path.stat()
         except OSError as e:
-            raise PlanError(f"plan file {self._path}: {e.strerror or e}") from None
+            raise PlanError(f"plan file {self._path}: {e.strerror or e}", "plan_unreadable") from None
         version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if self._read is None or self._read[0] != version:
             self._read = (version, load_plan(self._path))
@@ -124,47 +126,17 @@ class PlannedAssignor(AbstractPartitionAssignor):
         return ConsumerProtocolAssignment(self.version, sorted(by_topic.items()), b"")
 
 
-def refusals(plan: Plan, cluster: Any, members: Sequence[Any], match: Match) -> list[str]:
-    """Why the live group does not match the plan (empty when it does): partition counts, members, subscriptions."""
-    reasons = []
-    for topic, count in sorted(plan.topics.items()):
-        partitions = cluster.partitions_for_topic(topic)
-        if partitions is None:
-            reasons.append(f"no partition metadata for topic {topic!r}")
-        elif len(partitions) != count:
-            reasons.append(f"partition count of {topic!r} changed: planned {count}, now {len(partitions)}")
-    reasons += [f"member {describe(m)} is not in the plan" for m in match.unknown]
-    reasons += [f"planned member {describe(p)} is missing" for p in match.missing]
-    for m in members:
-        planned = plan.members.get(match.planned.get(m.member_id, ""))
-        if planned is not None and sorted(set(m.metadata.topics)) != list(planned.topics):
-            reasons.append(
-                f"subscription of {m.member_id!r} differs: planned {list(planned.topics)}, "
-                f"now {sorted(set(m.metadata.topics))}"
-            )
-    return reasons
+def subscription(member: Any) -> LiveSubscription:
+    """A JoinGroup member as `decide` sees it: the leader knows a dynamic member's client id from its member id only."""
+    owned = tuple(
+        (tp.topic, partition)
+        for tp in getattr(member.metadata, "owned_partitions", None) or ()  # v1+ (KIP-429); none under EAGER
+        for partition in tp.partitions
+    )
+    live = LiveMember(member.member_id, member.group_instance_id, client_id_of(member.member_id))
+    return LiveSubscription(live, tuple(member.metadata.topics), owned)
 
 
-def owned_partitions(members: Sequence[Any]) -> dict[TopicPartition, str]:
-    """Who owns what, as members report it in their subscription (v1+, KIP-429); empty under EAGER."""
-    return {
-        (owned.topic, partition): m.member_id
-        for m in members
-        for owned in getattr(m.metadata, "owned_partitions", None) or ()
-        for partition in owned.partitions
-    }
-
-
-def withhold_owned(
-    assignment: Mapping[str, Sequence[TopicPartition]], owners: Mapping[TopicPartition, str]
-) -> tuple[dict[str, list[TopicPartition]], int]:
-    """The assignment without partitions another member still owns, and how many were withheld.
-
-    Kafka: CooperativeStickyAssignor.adjustAssignment (KIP-429) - a partition changing owner is revoked first.
-    """
-    kept: dict[str, list[TopicPartition]] = {}
-    withheld = 0
-    for member_id, tps in assignment.items():
-        kept[member_id] = [tp for tp in tps if owners.get(tp, member_id) == member_id]
-        withheld += len(tps) - len(kept[member_id])
-    return kept, withheld
+def _partition_count(cluster: Any, topic: str) -> int | None:
+    partitions = cluster.partitions_for_topic(topic)
+    return None if partitions is None else len(partitions)

@@ -2,20 +2,26 @@
 
 Live (the default): Apache Kafka (KRaft, one node) on 127.0.0.1 with keyed, skewed traffic and real
 consumer groups (kafka-python with every assignor, static members, a librdkafka member); the DAG pulls their
-snapshots from it. With `--files`: the bundled snapshot files of jobs/demo/data, one of them malformed.
+snapshots from it. Then one approved plan goes through each applier, each verified on a fresh snapshot: kafka-python
+members (PlannedAssignor), Java consumer processes (the consumer jar's PlannedAssignor) and a KIP-848 group assigned by
+the broker (the broker jar's PlannedGroupAssignor, on the demo broker's classpath). With `--files`: the bundled
+snapshot files of jobs/demo/data, one of them malformed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
 from jobs.config import Config
 from jobs.io.airflow_env import configure, migrate_once
+from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
 from jobs.steps.history import register, text_table
@@ -45,7 +51,8 @@ def run_demo(config: Config, live: bool = True) -> int:
 
         started = time.monotonic()
         print("starting an embedded Kafka broker with keyed traffic and live consumer groups ...")
-        with demo_cluster.broker() as broker:
+        plan_dir = Path(lake) / "plans" / "broker"  # the broker plugin's rebalance.plan.dir
+        with _broker(plan_dir) as (broker, java):
             with demo_cluster.running(bootstrap=broker.bootstrap) as cluster:
                 print(
                     f"broker on {cluster.bootstrap} (pid {broker.pid}): topics {cluster.topics}, groups "
@@ -57,10 +64,7 @@ def run_demo(config: Config, live: bool = True) -> int:
                 }
                 code = _dag_test(env, home, f"Kafka at {cluster.bootstrap}")
             if not code:
-                from jobs.demo.apply import apply_demo
-
-                print("\nApplying one approved plan to its live group (PlannedAssignor), then verifying it:")
-                print(apply_demo(broker.bootstrap, lake))
+                _apply(broker, lake, plan_dir, java)
         print("broker and consumer groups stopped")
     if code:
         return code
@@ -105,6 +109,41 @@ def run_demo(config: Config, live: bool = True) -> int:
         if pages:
             print(f"report {unquote(group.name)}: {pages[-1]}")
     return 0
+
+
+@contextlib.contextmanager
+def _broker(plan_dir: Path) -> Iterator[tuple[Broker, bool]]:
+    """The demo's broker, with the plan appliers' broker plugin when their jars are there or can be built (then
+    True); without them only the kafka-python applier runs."""
+    from jobs.demo import cluster as demo_cluster
+    from jobs.demo import java_members
+
+    try:
+        java_members.applier_jars()
+    except demo_cluster.DemoClusterError as e:
+        print(f"the Java plan appliers are skipped: {e}")
+        with demo_cluster.broker() as plain:
+            yield plain, False
+        return
+    plan_dir.mkdir(parents=True, exist_ok=True)
+    with java_members.planned_broker(plan_dir) as broker:
+        yield broker, True
+
+
+def _apply(broker: Broker, lake: str, plan_dir: Path, java: bool) -> None:
+    """One approved plan through each applier, each verified on a snapshot pulled afterwards."""
+    from jobs.demo.apply import apply_demo, apply_demo_broker, apply_demo_java
+    from jobs.demo.java_members import broker_log
+
+    print("\nApplying approved plans to their live groups, one through each applier, then verifying each:")
+    print("\n1. kafka-python members, jobs.apply.PlannedAssignor:")
+    print(apply_demo(broker.bootstrap, lake))
+    if not java:
+        return
+    print("\n2. Java consumers, the PlannedAssignor of jvm/planned-assignor's consumer jar:")
+    print(apply_demo_java(broker.bootstrap, lake))
+    print("\n3. A KIP-848 group, assigned by the broker: PlannedGroupAssignor of the broker jar:")
+    print(apply_demo_broker(broker.bootstrap, lake, plan_dir, broker_log(broker)))
 
 
 def _dag_test(env: dict[str, str], home: Path, source: str) -> int:

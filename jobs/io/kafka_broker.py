@@ -88,10 +88,10 @@ def kafka_version(home: Path = KAFKA_HOME) -> str:
     return jars[-1].name.removeprefix("kafka_2.13-").removesuffix(".jar")
 
 
-def classpath(home: Path = KAFKA_HOME) -> str:
-    """Kafka's runtime classpath (every jar Maven copied), checked to hold the broker."""
+def classpath(home: Path = KAFKA_HOME, extra: Sequence[str | os.PathLike[str]] = ()) -> str:
+    """Kafka's runtime classpath (every jar Maven copied), checked to hold the broker, then `extra` (plugin jars)."""
     kafka_version(home)
-    return str(home / "lib" / "*")
+    return os.pathsep.join([str(home / "lib" / "*"), *map(str, extra)])
 
 
 def kraft_cluster_id() -> str:
@@ -136,24 +136,32 @@ def server_properties(
 
 
 def _log4j2(data_dir: Path) -> Path:
-    """Kafka's logging: warnings and errors only, plus the line saying the server started, into the broker's log."""
+    """Kafka's logging: warnings and errors only, plus the line saying the server started and what the plan appliers
+    (jvm/planned-assignor's broker plugin, when on the classpath) say of each plan, into the broker's log."""
     path = data_dir / "log4j2.properties"
     path.write_text(
         "rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = OUT\n"
         "appender.out.type = Console\nappender.out.name = OUT\nappender.out.layout.type = PatternLayout\n"
         "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
         "logger.server.name = kafka.server.KafkaRaftServer\nlogger.server.level = INFO\n"
+        "logger.planned.name = io.rebalanceplanner\nlogger.planned.level = INFO\n"
     )
     return path
 
 
-def _java_command(data_dir: Path, main: str, *args: str, heap: Sequence[str] = JVM_OPTS) -> list[str]:
+def _java_command(
+    data_dir: Path,
+    main: str,
+    *args: str,
+    heap: Sequence[str] = JVM_OPTS,
+    extra_classpath: Sequence[str | os.PathLike[str]] = (),
+) -> list[str]:
     return [
         java(),
         *heap,
         f"-Dlog4j2.configurationFile={_log4j2(data_dir)}",
         "-cp",
-        classpath(),
+        classpath(extra=extra_classpath),
         main,
         *args,
     ]
@@ -163,11 +171,16 @@ def _write_properties(path: Path, props: Mapping[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
-def format_storage(data_dir: Path, config: Path) -> None:
-    """Kafka's own storage tool: a new standalone KRaft cluster in `data_dir` (its meta.properties, bootstrap log)."""
+def format_storage(data_dir: Path, config: Path, extra_classpath: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Kafka's own storage tool: a new standalone KRaft cluster in `data_dir` (its meta.properties, bootstrap log).
+
+    It checks the whole configuration, plugin classes included: `extra_classpath` must hold them."""
     done = subprocess.run(
         _java_command(
-            data_dir, "kafka.tools.StorageTool", "format", "--standalone", "-t", kraft_cluster_id(), "-c", str(config)
+            data_dir,
+            "kafka.tools.StorageTool",
+            *("format", "--standalone", "-t", kraft_cluster_id(), "-c", str(config)),
+            extra_classpath=extra_classpath,
         ),
         capture_output=True,
         text=True,
@@ -184,9 +197,13 @@ def broker(
     *,
     listeners: Sequence[Listener] = (),
     overrides: Mapping[str, str] | None = None,
+    extra_classpath: Sequence[str | os.PathLike[str]] = (),
     startup_timeout_s: float = 90.0,
 ) -> Iterator[Broker]:
-    """Run Apache Kafka (KRaft, one node) on free 127.0.0.1 ports; stop it by PID and remove its data on exit."""
+    """Run Apache Kafka (KRaft, one node) on free 127.0.0.1 ports; stop it by PID and remove its data on exit.
+
+    `extra_classpath` adds jars after Kafka's own, such as a broker plugin that `overrides` enables (the plan
+    applier's broker jar and `group.consumer.assignors`: `jobs.demo.java_members.planned_broker_settings`)."""
     data = Path(tempfile.mkdtemp(prefix="rebalance-kafka-"))
     port, controller_port = free_port(), free_port()
     extra = {lst: free_port() for lst in listeners}
@@ -195,10 +212,10 @@ def broker(
     log_path = data / "broker.log"
     proc: subprocess.Popen[bytes] | None = None
     try:
-        format_storage(data, config)
+        format_storage(data, config, extra_classpath)
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                _java_command(data, "kafka.Kafka", str(config)),
+                _java_command(data, "kafka.Kafka", str(config), extra_classpath=extra_classpath),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

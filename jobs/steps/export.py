@@ -2,9 +2,9 @@
 
 The plan is the generation's chosen candidate (its `plans` rows of the chosen strategy), each member's identity
 (client id, group.instance.id) and subscription from the snapshot it was planned from, and that snapshot's partition
-counts. By default the group's latest approved generation; a generation asked for by number may also be one that was
-approved and later superseded, to go back to it. What-if generations plan scenarios, not the live group: they are
-exported only by number.
+counts and topic ids (when it knew every one). By default the group's latest approved generation; a generation asked
+for by number may also be one that was approved and later superseded, to go back to it. What-if generations plan
+scenarios, not the live group: they are exported only by number.
 """
 
 from __future__ import annotations
@@ -97,11 +97,10 @@ def build_plan(
         r for r in snapshot_rows if r["snapshot_id"] == snapshot_id and r["group_id"] == group and r["member_id"]
     ]
     subscribed = {t for m in members for t in m["topics"]}
-    counts = {
-        r["topic"]: r["partition_count"]
-        for r in partition_rows
-        if r["snapshot_id"] == snapshot_id and r["topic"] in subscribed
-    }
+    rows = [r for r in partition_rows if r["snapshot_id"] == snapshot_id and r["topic"] in subscribed]
+    counts = {r["topic"]: r["partition_count"] for r in rows}
+    # A broker-side assignor knows topics by id only: the plan carries them when the snapshot knew every one.
+    topic_ids = {r["topic"]: r.get("topic_id") for r in rows}
     assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
     mine = [r for r in plan_rows if (r["generation_id"], r["group_id"], r["strategy"]) == (gid, group, strategy)]
     for r in sorted(mine, key=lambda r: (r["topic"], r["partition"])):
@@ -119,6 +118,7 @@ def build_plan(
         "created_at": generation["created_at"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "snapshot_id": snapshot_id,
         "topics": dict(sorted(counts.items())),
+        **({"topic_ids": dict(sorted(topic_ids.items()))} if topic_ids and all(topic_ids.values()) else {}),
         "members": {
             m["member_id"]: {
                 "client_id": m["client_id"],

@@ -49,13 +49,21 @@ def test_demo_against_a_live_embedded_kafka(tmp_path: Path) -> None:
     result, lake = _demo(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "DAG run succeeded" in result.stdout and "broker and consumer groups stopped" in result.stdout
-    applied = result.stdout.split("Applying one approved plan")[1]
-    assert "restarted" in applied and "with PlannedAssignor" in applied and "converged to the plan" in applied
-    assert "group billing-range: generation" in applied and ": applied, all " in applied
+    applied = result.stdout.split("Applying approved plans to their live groups, one through each applier")[1]
+    python, java, broker = applied.split("\n1. ")[1].split("\n2. ")[0], *applied.split("\n2. ")[1].split("\n3. ")
+    assert "restarted" in python and "with PlannedAssignor" in python and "converged to the plan" in python
+    assert "group billing-range: generation" in python and ": applied, all " in python
+    assert "as Java consumer processes with io.rebalanceplanner.apply.PlannedAssignor" in java
+    assert "leader: planned assignor: serving plan of group 'payments-coop'" in java
+    assert "group payments-coop: generation" in java and ": applied, all " in java
+    assert "group.remote.assignor=rebalance-planned" in broker and "broker: planned assignor: serving plan" in broker
+    assert "group racks-v2: generation" in broker and ": applied, all " in broker
     verified = {
         r["group_id"]: r["verification"] for r in DeltaTable(lake / "generations").to_pyarrow_table().to_pylist()
     }
-    assert verified["billing-range"] == "applied"
+    assert {g: verified[g] for g in ("billing-range", "payments-coop", "racks-v2")} == dict.fromkeys(
+        ("billing-range", "payments-coop", "racks-v2"), "applied"
+    )
     statuses = _statuses(lake)
     assert statuses and set(statuses.values()) == {"approved"}
     skew = DeltaTable(lake / "key_skew").to_pyarrow_table()

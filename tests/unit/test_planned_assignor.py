@@ -295,3 +295,10 @@ def test_the_assignor_imports_with_kafka_python_and_the_standard_library_only() 
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_python_and_java_members_vote_for_one_protocol_name() -> None:
+    """kafka-python and Java PlannedAssignor members can share a classic group only if their protocol names agree."""
+    java = (REPO / "jvm/planned-assignor/src/main/java/io/rebalanceplanner/apply/PlannedAssignor.java").read_text()
+    assert f'public static final String NAME = "{PlannedAssignor.name}";' in java
+    assert PlannedAssignor.name == "rebalance-planned"
