@@ -56,12 +56,12 @@ def _assign(args: argparse.Namespace) -> int:
 
 
 def _read_bytes(path: str) -> bytes:
-    """A file's bytes, or an InputError naming the file and what is wrong with it."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"{path}: {e.strerror or e}") from None
+    """A file's bytes, or an InputError naming the file and what is wrong with it (never waiting on a FIFO)."""
+    from pathlib import Path
+
+    from jobs.io.input_files import read_input
+
+    return read_input(Path(path))
 
 
 def _add_lake(p: argparse.ArgumentParser) -> None:

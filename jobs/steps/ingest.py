@@ -10,7 +10,6 @@ leaves rows no snapshot id in `snapshots` leads to; re-running its run id comple
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 from collections import defaultdict
@@ -28,6 +27,7 @@ import pyarrow.compute as pc
 
 from jobs.config import Config
 from jobs.context import RunContext
+from jobs.io.input_files import listed, open_input
 from jobs.io.lake import Lake, rows_table
 from planner.errors import InputError
 from planner.gc_pause import gc_paused
@@ -55,19 +55,22 @@ class IngestResult:
     quarantined: list[tuple[str, str]] = field(default_factory=list)
 
 
-def snapshot_files(pattern: str) -> list[Path]:
-    """Files named by a path, a directory (its *.json and *.jsonl) or a glob, in sorted order."""
-    path = Path(pattern)
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl", ".ndjson"))
-    return sorted(Path(p) for p in glob.glob(pattern))
+def snapshot_files(pattern: str) -> list[tuple[Path, Path | None]]:
+    """(file, the directory it was listed from) for a path, a directory (its *.json and *.jsonl) or a glob, sorted."""
+    return listed(pattern)
 
 
-def read_documents(path: Path) -> Iterator[RawDocument]:
+def read_documents(path: Path, listed_from: Path | None = None) -> Iterator[RawDocument]:
     """One JSON object, a JSON array of them, or JSON lines (`schemas.reader`); what cannot be read comes back as
     an error with the bytes exactly as received, a bad line or element on its own. JSON lines are read one line
-    at a time, so a large file is never held whole."""
-    with path.open("rb") as file:
+    at a time, so a large file is never held whole. A file that is not read at all (`jobs.io.input_files`: a FIFO,
+    a link out of its directory, a loop, no permission) comes back as an error with no bytes."""
+    try:
+        opened = open_input(path, listed_from)
+    except InputError as e:
+        yield RawDocument(str(path), b"", error=str(e))
+        return
+    with opened as file:
         if (lines := json_lines_of(file, str(path))) is not None:
             yield from (RawDocument(d.where, d.raw, doc=d.doc, error=d.error) for d in lines)
             return
@@ -220,7 +223,7 @@ def configured_documents(
                 f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
                 "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
             )
-        return (raw for path in files for raw in read_documents(path)), "file"
+        return (raw for path, within in files for raw in read_documents(path, within)), "file"
     from jobs.io import kafka_source
 
     # A Kafka pull is all or nothing: any failure raises before a row is written.

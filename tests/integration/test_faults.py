@@ -82,7 +82,7 @@ def one_error_line(done: subprocess.CompletedProcess, command: str = "run") -> s
 def ingest_only(lake: Lake, run_id: str, source: Path = DEMO) -> None:
     """A complete snapshot written by ingest alone (no Spark), as a run's first step writes it."""
     lake.create_all()
-    documents = (raw for path in snapshot_files(str(source)) for raw in read_documents(path))
+    documents = (raw for path, within in snapshot_files(str(source)) for raw in read_documents(path, within))
     ingest_documents(lake, documents, snapshot_id=run_id, run_id=run_id, received_at=datetime.now(UTC))
 
 

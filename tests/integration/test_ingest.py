@@ -166,3 +166,65 @@ def test_an_empty_group_is_recorded_with_its_state(lake, tmp_path):
 def test_no_matching_files_is_a_clear_error(lake, tmp_path):
     with pytest.raises(InputError, match="no snapshot files match"):
         run(lake, tmp_path / "missing-*.json")
+
+
+def in_time(fn, seconds: float = 60.0):
+    """fn()'s result, or a failed test when it does not return in time (a hang must fail, not stall the run)."""
+    import threading
+
+    box: list = []
+    worker = threading.Thread(target=lambda: box.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"still running after {seconds} s"
+    return box[0]
+
+
+def test_file_system_shapes_that_would_hang_abort_or_leak_are_quarantined_by_name(lake, tmp_path):
+    import os
+
+    files = tmp_path / "snapshots"
+    (files / "..data").mkdir(parents=True)
+    (files / "good.json").write_text(json.dumps(group("good")))
+    (files / "..data" / "mounted.json").write_text(json.dumps(group("mounted")))
+    (files / "mounted.json").symlink_to("..data/mounted.json")  # a Kubernetes ConfigMap's shape: followed
+    (files / "loop.json").symlink_to("loop.json")
+    os.mkfifo(files / "fifo.json")
+    (files / "shadow.json").symlink_to("/etc/hostname")
+    (files / "folder.json").mkdir()
+    (files / "gone.json").symlink_to("nowhere.json")
+    result = in_time(lambda: run(lake, files))
+    assert sorted(result.groups) == ["good", "mounted"]
+    reasons = dict(result.quarantined)
+    assert reasons == {
+        f"{files}/fifo.json": f"{files}/fifo.json: a FIFO: not read",
+        f"{files}/folder.json": f"{files}/folder.json: a directory: not read",
+        f"{files}/gone.json": f"{files}/gone.json: no such file or directory: not read",
+        f"{files}/loop.json": f"{files}/loop.json: a symbolic link loop: not read",
+        f"{files}/shadow.json": f"{files}/shadow.json: a symbolic link to /etc/hostname, outside {files}: not read",
+    }
+    kept = lake.read_arrow("quarantine").to_pylist()
+    assert {r["source"] for r in kept} == set(reasons) and all(r["raw_bytes"] == b"" for r in kept)
+
+
+def test_a_glob_keeps_its_links_inside_the_directory_and_a_named_file_is_followed(lake, tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(json.dumps(group("named")))
+    files = tmp_path / "snapshots"
+    files.mkdir()
+    (files / "a.json").symlink_to(outside)
+    result = run(lake, f"{files}/*.json", run_id="glob")
+    assert result.groups == [] and "outside" in result.quarantined[0][1]
+    assert run(lake, files / "a.json", run_id="named").groups == ["named"]  # the user named it: followed
+
+
+def test_assign_on_a_fifo_or_a_directory_exits_2_with_one_line(tmp_path, capsys):
+    import os
+
+    from jobs.cli import main
+
+    os.mkfifo(tmp_path / "group.json")
+    assert in_time(lambda: main(["assign", "--strategy", "range", str(tmp_path / "group.json")])) == 2
+    assert capsys.readouterr().err == f"rebalance assign: error: {tmp_path}/group.json: a FIFO: not read\n"
+    assert main(["assign", "--strategy", "range", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"rebalance assign: error: {tmp_path}: a directory: not read\n"
