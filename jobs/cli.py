@@ -41,13 +41,19 @@ def _assign(args: argparse.Namespace) -> int:
     """
     from planner import assign
     from planner.assignment import write_json
-    from schemas.reader import read_groups
+    from schemas.reader import read_json_documents
     from schemas.rules import Limits, check_group
 
-    groups = read_groups(_read_bytes(args.snapshot), args.snapshot)
+    documents = read_json_documents(_read_bytes(args.snapshot), args.snapshot)
     limits = Limits.from_env()
-    for group in groups:
-        check_group(group, limits)
+    groups = []
+    for document in documents:
+        try:
+            group = document.value()
+            check_group(group, limits)
+        except InputError as e:  # named as `run` names it: the file, and the line or element when there are several
+            raise InputError(str(e) if str(e).startswith(document.where) else f"{document.where}: {e}") from None
+        groups.append(group)
     for group in groups:
         result = assign(args.strategy, group)
         group_id = group.get("group_id") if len(groups) > 1 else None

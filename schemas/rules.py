@@ -263,6 +263,9 @@ def _members(doc: Mapping[str, Any], snapshot: bool) -> list[_Member]:
     ]
 
 
+MEMBERLESS_STATES = ("Empty", "Dead")  # Kafka's group states that hold no member, classic and consumer alike
+
+
 def _rule_errors(doc: Mapping[str, Any], snapshot: bool) -> Iterator[str]:
     topics: Mapping[str, int] = doc["topics"]
     members = _members(doc, snapshot)
@@ -281,6 +284,11 @@ def _rule_errors(doc: Mapping[str, Any], snapshot: bool) -> Iterator[str]:
         yield from _int32(doc.get("generation"), "generation")
         for epoch in ("group_epoch", "assignment_epoch"):  # KIP-848 epochs are int32 on the wire
             yield from _int32(doc.get(epoch), epoch)
+        if doc.get("state") in MEMBERLESS_STATES and members:
+            yield (
+                f"state: a group in state {doc['state']} has no members in Kafka (GroupState / ConsumerGroupState), "
+                f"but {len(members)} are listed"
+            )
         if doc.get("captured_at") is not None:
             try:
                 parse_timestamp(doc["captured_at"])
@@ -299,8 +307,7 @@ def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool, p
     `partitions_named` False: the topic names of [topic, partition] pairs and offsets entries need no look, each
     being a key of `topics`.
     """
-    if "" in doc["topics"]:
-        yield "topics: empty topic name (Kafka: Topic.validate)"
+    yield from _topic_name_errors(doc, members)
     # Topic names repeat in every pair: check each distinct text once; find the places only when one is bad.
     named = _named(doc, members, snapshot, partitions_named)
     if any(_bad_text(text) for text in set(chain.from_iterable(texts for _, _, texts, _ in named))):
@@ -308,6 +315,36 @@ def _id_errors(doc: Mapping[str, Any], members: list[_Member], snapshot: bool, p
             for key, text in zip(keys, texts, strict=True):
                 if bad := _bad_text(text):
                     yield f"{json_path((*prefix, key, *suffix))}: {bad} in {_quoted(text)}"
+
+
+# Kafka's rule for a topic name (org.apache.kafka.common.internals.Topic.validate): 1 to 249 of [a-zA-Z0-9._-],
+# and neither "." nor "..". A name that breaks it cannot belong to a topic a broker holds.
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def _topic_name_error(name: Any) -> str | None:
+    if not isinstance(name, str) or name in (".", ".."):
+        return f"{_quoted(name)} is not a topic name (Kafka: Topic.validate)"
+    if not name:
+        return "empty topic name (Kafka: Topic.validate)"
+    if len(name) > 249:
+        return f"topic name of {len(name)} characters, above Kafka's 249 (Topic.validate)"
+    if not TOPIC_NAME.fullmatch(name):
+        bad = next(c for c in name if not TOPIC_NAME.fullmatch(c))
+        return f"{_quoted(_shorten(name, 60))} holds {bad!r}, outside Kafka's [a-zA-Z0-9._-] (Topic.validate)"
+    return None
+
+
+def _topic_name_errors(doc: Mapping[str, Any], members: list[_Member]) -> Iterator[str]:
+    """The group's topics and each member's subscribed topics, by Kafka's topic name rule (pairs and offsets name
+    topics of `topics`, checked against it elsewhere)."""
+    for name in doc["topics"]:
+        if bad := _topic_name_error(name):
+            yield f"{json_path(('topics', name)) if name else 'topics'}: {bad}"
+    for m in members:
+        for i, name in enumerate(m.spec.get("topics") or []):
+            if name not in doc["topics"] and (bad := _topic_name_error(name)):
+                yield f"{json_path((*m.path, 'topics', i))}: {bad}"
 
 
 def _named(doc: Mapping[str, Any], members: list[_Member], snapshot: bool, partitions: bool = True) -> Iterator[_Texts]:

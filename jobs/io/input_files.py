@@ -44,7 +44,7 @@ def open_input(path: Path, listed_from: Path | None = None) -> BinaryIO:
         # Non-blocking, so that opening a FIFO cannot wait for a writer; the kind is checked on what was opened.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
-        reason = "a symbolic link loop" if e.errno == errno.ELOOP else (e.strerror or str(e)).lower()
+        reason = "a symbolic link loop" if e.errno == errno.ELOOP else e.strerror or str(e)
         raise InputError(f"{path}: {reason}: not read") from None
     kind = stat.S_IFMT(os.fstat(fd).st_mode)
     if kind != stat.S_IFREG:
@@ -59,4 +59,4 @@ def read_input(path: Path, listed_from: Path | None = None) -> bytes:
         try:
             return file.read()
         except OSError as e:
-            raise InputError(f"{path}: {(e.strerror or str(e)).lower()}") from None
+            raise InputError(f"{path}: {e.strerror or e}") from None

@@ -15,7 +15,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import chain, count, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -120,7 +120,11 @@ class _Snapshot:
         """Add a document's group, or quarantine the document with every reason it is refused."""
         errors = [raw.error] if raw.error else document_errors(raw.doc, self.limits)
         if not errors:
-            errors = _conflicts(raw.doc, self.counts) or self._duplicate_group(raw.doc)
+            errors = (
+                _conflicts(raw.doc, self.counts)
+                or self._duplicate_group(raw.doc)
+                or _from_the_future(raw.doc, self.received_at)
+            )
         if errors:
             self._quarantine(raw, "; ".join(errors))
             return
@@ -254,6 +258,18 @@ def _conflicts(doc: Mapping[str, Any], counts: Mapping[str, tuple[int, str]]) ->
         for t, n in doc["topics"].items()
         if t in counts and counts[t][0] != n
     ]
+
+
+CLOCK_SKEW = timedelta(days=1)  # how far a capture time may run ahead of its receipt (clocks, time zones)
+
+
+def _from_the_future(doc: Mapping[str, Any], received_at: datetime) -> list[str]:
+    """A capture time after the snapshot was received (beyond clock skew) cannot be true: it would also sort the
+    snapshot after every real one and make it each group's "latest" for years."""
+    captured = _parse_time(doc.get("captured_at"), received_at)
+    if captured - received_at <= CLOCK_SKEW:
+        return []
+    return [f"captured_at: {doc['captured_at']} is after the snapshot was received ({received_at.isoformat()})"]
 
 
 def _parse_time(text: str | None, default: datetime) -> datetime:

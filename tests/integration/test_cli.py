@@ -168,3 +168,13 @@ def test_ids_from_kafka_print_with_escapes_made_visible_and_long_ones_shortened(
     assert "pay\\x1b]0;pwned\\x07ments\\u202etxt" in out
     assert huge not in out and out.count("g" * 104 + "...~") == 2  # the generations table and the report line
     assert max(len(line) for line in out.splitlines()) < 1000  # the longest: a report path (folder name <= 200)
+
+
+def test_assign_names_the_line_of_a_bad_group_in_json_lines(tmp_path, capsys):
+    groups = tmp_path / "groups.jsonl"
+    good, bad = '{"topics": {"t": 2}, "members": {"m": {"topics": ["t"]}}}', '{"topics": {"t": 0}, "members": {}}'
+    groups.write_text(f"{good}\n{bad}\n")
+    assert main(["assign", "--strategy", "range", str(groups)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # all groups or none
+    assert captured.err == f"rebalance assign: error: {groups}:2: topics.t: partition count must be positive, got 0\n"

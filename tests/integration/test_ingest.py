@@ -199,7 +199,7 @@ def test_file_system_shapes_that_would_hang_abort_or_leak_are_quarantined_by_nam
     assert reasons == {
         f"{files}/fifo.json": f"{files}/fifo.json: a FIFO: not read",
         f"{files}/folder.json": f"{files}/folder.json: a directory: not read",
-        f"{files}/gone.json": f"{files}/gone.json: no such file or directory: not read",
+        f"{files}/gone.json": f"{files}/gone.json: No such file or directory: not read",
         f"{files}/loop.json": f"{files}/loop.json: a symbolic link loop: not read",
         f"{files}/shadow.json": f"{files}/shadow.json: a symbolic link to /etc/hostname, outside {files}: not read",
     }
@@ -228,3 +228,18 @@ def test_assign_on_a_fifo_or_a_directory_exits_2_with_one_line(tmp_path, capsys)
     assert capsys.readouterr().err == f"rebalance assign: error: {tmp_path}/group.json: a FIFO: not read\n"
     assert main(["assign", "--strategy", "range", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"rebalance assign: error: {tmp_path}: a directory: not read\n"
+
+
+def test_a_capture_time_after_the_receipt_is_quarantined_and_a_day_of_skew_is_not(lake, tmp_path):
+    files = tmp_path / "snapshots"
+    files.mkdir()
+    (files / "future.json").write_text(json.dumps(group("future", captured_at="2090-01-01T00:00:00Z")))
+    (files / "skewed.json").write_text(json.dumps(group("skewed", captured_at="2026-11-21T20:00:00Z")))
+    result = run(lake, files)
+    assert result.groups == ["skewed"]
+    assert result.quarantined == [
+        (
+            f"{files}/future.json",
+            "captured_at: 2090-01-01T00:00:00Z is after the snapshot was received (2026-11-21T02:00:00+00:00)",
+        )
+    ]

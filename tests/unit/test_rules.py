@@ -625,3 +625,31 @@ def test_a_keyword_the_compiler_does_not_know_falls_back_to_jsonschema():
     assert compile_schema({"$ref": "other.json#/x"}) is None
     assert compile_schema({"enum": [1, 2]}) is None
     assert compile_schema({"type": "array", "uniqueItems": True}) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["topics"].update({"a" * 250: 1}), ": topic name of 250 characters, above Kafka's 249"),
+        (lambda d: d["topics"].update({"or ders": 1}), ": 'or ders' holds ' ', outside Kafka's [a-zA-Z0-9._-]"),
+        (lambda d: d["topics"].update({"orders/eu": 1}), ": 'orders/eu' holds '/'"),
+        (lambda d: d["topics"].update({"заказы": 1}), ": 'заказы' holds 'з'"),
+        (lambda d: d["topics"].update({".": 1}), ": '.' is not a topic name"),
+        (lambda d: d["topics"].update({"..": 1}), ": '..' is not a topic name"),
+        (lambda d: d["members"][0]["topics"].append("a*b"), "members[0].topics[2]: 'a*b' holds '*'"),
+    ],
+)
+def test_topic_names_kafka_forbids_are_refused(change, message):
+    errors = document_errors(broken(change))
+    assert any(e.startswith("topics") and message in e or e.startswith(message) for e in errors), errors
+
+
+def test_a_topic_name_of_249_allowed_characters_is_a_topic():
+    assert document_errors(broken(lambda d: d["topics"].update({"a.b_c-D9" * 31 + "x": 1}))) == []
+
+
+@pytest.mark.parametrize("state", ["Empty", "Dead"])
+def test_a_group_in_a_memberless_state_that_lists_members_is_refused(state):
+    errors = document_errors(broken(lambda d: d.update(state=state)))
+    assert any(e.startswith(f"state: a group in state {state} has no members in Kafka") for e in errors), errors
+    assert document_errors(broken(lambda d: d.update(state=state, members=[]))) == []
