@@ -22,7 +22,7 @@ import pyarrow as pa
 from jobs.report import html
 from jobs.report.collect import BATCHED, Rows, collect_many, groups, histories, rows
 from jobs.report.reader import Read, indexed
-from planner.errors import InputError
+from planner.errors import InputError, SourceError
 
 KEPT = frozenset(string.ascii_letters + string.digits + "-_")
 NAME_MAX = 200  # bytes; file systems allow 255 per name
@@ -66,14 +66,21 @@ def write_reports(
     chosen = [group] if group is not None else [g for g in names if only is None or g in only]
     past = histories(read, chosen)
     pages = _pages(past, group, generation, only)
-    _plotly(out)
-    done = _generation_pages(read, out, pages)
-    written = []
-    for group_id, ids in pages.items():
-        written += [done[(group_id, n)] for n in ids]
-        written.append(_write(out / folder_name(group_id) / "index.html", html.render_index(group_id, past[group_id])))
-    links = {g: quote(folder_name(g)) + "/index.html" for g in names}
-    written.append(_write(out / "index.html", html.render_groups(every, links)))
+    try:
+        _plotly(out)
+        done = _generation_pages(read, out, pages)
+        written = []
+        for group_id, ids in pages.items():
+            written += [done[(group_id, n)] for n in ids]
+            index = html.render_index(group_id, past[group_id])
+            written.append(_write(out / folder_name(group_id) / "index.html", index))
+        links = {g: quote(folder_name(g)) + "/index.html" for g in names}
+        written.append(_write(out / "index.html", html.render_groups(every, links)))
+    except OSError as e:  # a full disk, a read-only or vanished directory: the pages, not the lake, are at stake
+        where = f" ({e.filename})" if e.filename else ""
+        raise SourceError(
+            f"report pages in {out}: {e.strerror or e}{where}; the lake is committed, `rebalance report` writes them"
+        ) from None
     return written
 
 

@@ -540,3 +540,15 @@ class Browser:
         if "method" in message:
             self.events.append(message)
         return message
+
+
+def test_a_full_disk_is_one_line_naming_the_file(built, tmp_path):
+    from planner.errors import SourceError
+
+    lake, _ = built
+    (tmp_path / "plotly.min.js").symlink_to("/dev/full")  # every write to it fails with ENOSPC
+    with pytest.raises(SourceError) as full:
+        write_reports(lake.read_arrow, tmp_path, group="payments", generation=1)
+    said = str(full.value)
+    assert said.startswith(f"report pages in {tmp_path}: No space left on device") and "\n" not in said
+    assert said.endswith("; the lake is committed, `rebalance report` writes them")
