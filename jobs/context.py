@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ class RunContext:
     def __post_init__(self) -> None:
         if self._spark is None:
             check_java()
+            check_remote_reaches(self.config.lake)
         self.lake = Lake(self.config.lake)
         # Released when the context is collected or the process ends (the kernel drops the flock of a dead one).
         weakref.finalize(self, self.lake.run_lock(self.run_id).release)
@@ -71,8 +73,28 @@ class RunContext:
             # A session already in this process (a test's, the demo's) is returned by getOrCreate: not ours.
             self._owns_jvm = SparkContext._active_spark_context is None and not SparkSettings.from_env().remote
             pool = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
-            self._starting = pool.submit(get_spark, self.config.spark_master)
+            self._starting = pool.submit(self._session, get_spark)
             pool.shutdown(wait=False)
+
+    def _session(self, get_spark: Callable[[str], SparkSession]) -> SparkSession:
+        """A new session; on a cluster or a Connect server, checked first: its executors run the kernels' Python
+        and see the lake (`jobs.io.spark_preflight`)."""
+        from jobs.io.spark import SparkSettings
+        from jobs.io.spark_preflight import check_executors
+
+        spark = get_spark(self.config.spark_master)
+        settings = SparkSettings.from_env(master=self.config.spark_master)
+        if not settings.is_local:
+            local = str(self.lake.local) if self.lake.local is not None else None
+            check_executors(spark, settings.remote or settings.master, local)
+        return spark
+
+    @property
+    def embedded(self) -> bool:
+        """True when Spark runs in this process (`local`) or was given: no executors elsewhere to check."""
+        from jobs.io.spark import SparkSettings
+
+        return self._spark is not None or SparkSettings.from_env(master=self.config.spark_master).is_local
 
     def stop_spark(self) -> None:
         """Stop the driver JVM this context started, to free its memory; a session it was given or found running in
@@ -98,6 +120,24 @@ class RunContext:
     ) -> RunContext:
         """A context for `run_id` (a new unique id when None), optionally on an existing Spark session."""
         return cls(config, run_id or new_run_id(trigger), trigger, _spark=spark)
+
+
+def check_remote_reaches(lake: str) -> None:
+    """Fail before anything is written when a Spark Connect server on another host would be given a directory of
+    this one as the lake: it cannot see it (a lake on S3 is what both reach)."""
+    from urllib.parse import urlsplit
+
+    from jobs.io.lake_store import parse_store
+    from jobs.io.loopback import LOOPBACK
+    from jobs.io.spark import SparkSettings
+
+    remote = SparkSettings.from_env().remote
+    host = urlsplit(remote.split(";", 1)[0]).hostname if remote else None
+    if host and host not in (LOOPBACK, "localhost", "::1") and parse_store(lake).local is not None:
+        raise SourceError(
+            f"lake {lake} is a directory of this host, which the Spark Connect server {remote} (another host) "
+            "cannot see: use a lake on shared storage (REBALANCE_LAKE=s3://bucket/prefix) or a server on this host"
+        )
 
 
 def check_java() -> None:

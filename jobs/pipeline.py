@@ -202,6 +202,8 @@ def run(
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
     ctx.start_spark()  # the JVM starts while ingest runs
+    if not ctx.embedded:
+        _ = ctx.spark  # a cluster's or a Connect server's executors are checked before anything is written
     ingested, published, pages = None, [], {}
     for name in NIGHTLY:
         if name == "ingest":

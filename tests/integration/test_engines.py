@@ -20,6 +20,7 @@ from engines import (
     Listeners,
     connect,  # noqa: F401 (fixture)
     connect_env,
+    engine_env,
     group_alive,
     importable,
     lake_rows,
@@ -252,3 +253,34 @@ def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_cluster_whose_executors_lack_the_packages_refuses_in_one_line_before_any_work(
+    standalone,  # noqa: F811 (fixture)
+    worker_python,  # noqa: F811 (fixture)
+    tmp_path,
+) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)  # no numpy, no pyarrow
+    env = standalone_env(standalone, worker_python) | {"REBALANCE_SPARK_PYTHON": str(bare / "bin" / "python")}
+    done = rebalance(["run", "--snapshots", str(DEMO_FILES), "--lake", str(tmp_path / "lake")], env, tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("rebalance run: error: ")]
+    assert line == done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr
+    assert f"the executors of {standalone.master.url}" in line and "REBALANCE_SPARK_PYTHON" in line
+    assert "pyarrow" in line or "numpy" in line
+    assert not (tmp_path / "lake" / "snapshots").exists() or lake_rows(tmp_path / "lake", ["snapshots"]) == {
+        "snapshots": []
+    }
+
+
+def test_a_connect_server_on_another_host_is_refused_a_local_lake_before_any_work(tmp_path) -> None:
+    env = engine_env(remote="sc://192.0.2.10:15002")  # TEST-NET-1: never contacted, the check comes first
+    done = rebalance(["run", "--snapshots", str(DEMO_FILES), "--lake", str(tmp_path / "lake")], env, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"rebalance run: error: lake {tmp_path / 'lake'} is a directory of this host, which the Spark Connect server "
+        "sc://192.0.2.10:15002 (another host) cannot see: use a lake on shared storage "
+        "(REBALANCE_LAKE=s3://bucket/prefix) or a server on this host"
+    )
+    assert not (tmp_path / "lake").exists()
