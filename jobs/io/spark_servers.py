@@ -249,7 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind, default_port in (("connect", 15002), ("cluster", 7077)):
         p = sub.add_parser(kind)
         p.add_argument("--port", type=int, default=default_port, help=f"port on 127.0.0.1 (default {default_port})")
-        p.add_argument("--python", help="Python of the executors (default: python3 on PATH)")
+        p.add_argument(
+            "--python",
+            default=sys.executable,
+            help="Python of the executors, with the pinned numpy, pandas and pyarrow (default: this one, the venv's)",
+        )
         p.add_argument("--log-dir", type=Path, help="server logs (default: a new temp dir)")
     sub.choices["connect"].add_argument("--master", default="local[*]", help="the Connect server's own master")
     args = parser.parse_args(argv)
