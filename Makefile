@@ -18,10 +18,10 @@ APPLY_JARS := $(APPLY_JVM)/target/planned-assignor-1.0.0.jar $(APPLY_JVM)/target
 	$(APPLY_JVM)/target/planned-assignor-1.0.0-demo.jar
 APPLY_SOURCES := jvm/pom.xml $(APPLY_JVM)/pom.xml $(shell find $(APPLY_JVM)/src/main -type f 2>/dev/null)
 
-# Last, the driver JVM's class archive (jobs/io/spark_cds.py): a training run of about a minute, once per Java and
-# set of jars (the command returns at once when the archive is there), that halves every later Spark start-up.
+# Last, the driver JVM's class archive (jobs/io/spark_cds.py): a training run (jobs/spark_archive.py) of about a
+# minute, once per Java and set of jars (it returns at once when the archive is there), that halves Spark start-up.
 install: system $(STAMP) $(JVM_STAMP) $(APPLY_JARS)
-	@$(BIN)/python -m jobs.io.spark_cds >/dev/null
+	@$(BIN)/python -m jobs.spark_archive >/dev/null
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml

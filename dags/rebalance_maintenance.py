@@ -16,8 +16,8 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import lake_param, maintenance_task, retention_params
-from jobs.io.notify import WebhookNotifier
+from jobs.airflow.notify import WebhookNotifier
+from jobs.airflow.tasks import lake_param, maintenance_task, retention_params
 
 PARAMS = {
     **retention_params(),

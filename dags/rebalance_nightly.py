@@ -19,8 +19,8 @@ import os
 import pendulum
 from airflow.sdk import Param, dag
 
-from jobs.io.airflow_dag import approval_param, approval_timeout_param, chain_steps, lake_param
-from jobs.io.notify import WebhookNotifier
+from jobs.airflow.notify import WebhookNotifier
+from jobs.airflow.tasks import approval_param, approval_timeout_param, chain_steps, lake_param
 from jobs.pipeline import NIGHTLY
 
 PARAMS = {

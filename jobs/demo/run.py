@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
+from jobs.airflow.environment import configure, migrate_once
 from jobs.config import Config
-from jobs.io.airflow_env import configure, migrate_once
 from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark

@@ -1,8 +1,9 @@
 """Class data sharing for the driver JVM: the classes a run loads (Spark, Delta, Parquet, Arrow), archived once.
 
 A JVM spends most of its first seconds loading and verifying classes; Java's dynamic CDS archive (JEP 350) keeps
-them mapped ready-parsed. `make install` makes the archive by a training run (the demo fleet planned, a what-if, a
-history query) with `-XX:ArchiveClassesAtExit`; every later embedded driver maps it with `-XX:SharedArchiveFile`.
+them mapped ready-parsed. `make install` makes the archive by a training run (`jobs.spark_archive`: the demo fleet
+planned, a what-if, a history query) with `-XX:ArchiveClassesAtExit`; every later embedded driver maps it with
+`-XX:SharedArchiveFile`.
 On this 2-core machine that halves session start-up (5.2 -> 2.5 s) and the first Delta reads (bench/what_if.py).
 
 The archive is named after what it depends on (the java binary, Spark's and Delta's jars, the JVM options): a new
@@ -15,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,42 +50,3 @@ def driver_options(jvm_options: str, jars: list[Path]) -> str:
     if archive.is_file():
         return f"{jvm_options} {QUIET} -XX:SharedArchiveFile={archive}"
     return jvm_options
-
-
-def train() -> Path:
-    """Make the archive unless it is there: one embedded session plans the demo fleet, answers a what-if and a
-    history query, then stops its JVM, which writes the classes it loaded."""
-    from jobs import pipeline
-    from jobs.config import Config
-    from jobs.context import RunContext
-    from jobs.io.spark import JVM_OPTIONS, SparkSettings, delta_jars, get_spark, stop_spark
-    from jobs.steps.history import query
-
-    archive = archive_path(JVM_OPTIONS, delta_jars())
-    if archive.is_file():
-        return archive
-    CDS_DIR.mkdir(parents=True, exist_ok=True)
-    os.environ["REBALANCE_SPARK_CDS_TRAINING"] = str(archive)
-    with tempfile.TemporaryDirectory(prefix="rebalance-cds-") as lake:
-        config = Config.from_env(lake=lake, snapshots=str(ROOT / "jobs" / "demo" / "data"), reports=f"{lake}/r")
-        spark = get_spark(SparkSettings())  # embedded, whatever the environment names
-        pipeline.run(config, "cds-training", spark=spark)
-        ctx = RunContext.create(config, "cds-what-if", spark=spark)
-        for name in pipeline.WHAT_IF:
-            pipeline.STEPS[name](ctx, {"group": "payments", "add_members": 1})
-        query(ctx, "SELECT group_id, count(*) AS n FROM assignment_history GROUP BY group_id", 10)
-        stop_spark(spark)
-    os.environ.pop("REBALANCE_SPARK_CDS_TRAINING")
-    archive.with_suffix(".tmp").replace(archive)
-    for stale in CDS_DIR.glob("driver-*.jsa"):
-        if stale != archive:
-            stale.unlink()
-    return archive
-
-
-if __name__ == "__main__":
-    import contextlib
-
-    with contextlib.redirect_stdout(sys.stderr):
-        made = train()
-    print(f"{made} ({made.stat().st_size / 2**20:.0f} MB)")

@@ -2,7 +2,7 @@
 
 `request` prepares what the reviewer sees (each gated generation's report page and a plan summary); `run` records
 the decision, who made it, when and why on the generations, and an approval supersedes the group's older approved
-generations. Airflow's approval task (`jobs.io.airflow_dag`) and `rebalance review` both end here.
+generations. Airflow's approval task (`jobs.airflow.tasks`) and `rebalance review` both end here.
 """
 
 from __future__ import annotations

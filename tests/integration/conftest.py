@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.io.airflow_env import configure
+from jobs.airflow.environment import configure
 
 configure()
 

@@ -34,7 +34,7 @@ def statuses(lake: Lake) -> dict[tuple[str, int], str]:
 def dag_bag():
     from airflow.dag_processing.dagbag import DagBag
 
-    from jobs.io.airflow_env import DAGS_FOLDER
+    from jobs.airflow.environment import DAGS_FOLDER
 
     return DagBag(dag_folder=str(DAGS_FOLDER))
 
@@ -157,7 +157,7 @@ def test_an_old_lake_gains_the_new_generation_columns_and_keeps_its_rows(tmp_pat
 
 @pytest.fixture(scope="module")
 def airflow_db() -> None:
-    from jobs.io.airflow_env import configure, migrate_once
+    from jobs.airflow.environment import configure, migrate_once
 
     migrate_once(configure())
 
@@ -225,7 +225,7 @@ class Reviewer(threading.Thread):
 def test_turned_on_the_approval_task_asks_a_person_and_records_the_approval(spark, lake, reviewer_api, monkeypatch):
     from airflow.utils.state import DagRunState
 
-    from jobs.io.airflow_dag import APPROVAL_TASK
+    from jobs.airflow.tasks import APPROVAL_TASK
 
     monkeypatch.delenv("REBALANCE_APPROVAL", raising=False)
     dag = dag_bag().dags["rebalance_nightly"]
@@ -339,7 +339,7 @@ def test_a_rejected_plan_is_recorded_fails_the_run_loudly_and_posts_to_the_webho
 
 
 def test_the_notifier_names_the_connection_and_never_the_url_when_the_webhook_fails(webhook, monkeypatch):
-    from jobs.io.notify import post
+    from jobs.airflow.notify import post
     from planner.errors import SourceError
 
     webhook.stop()  # nothing listens on its port any more

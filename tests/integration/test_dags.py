@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.io.airflow_env import DAGS_FOLDER, configure, migrate_once
+from jobs.airflow.environment import DAGS_FOLDER, configure, migrate_once
 from jobs.pipeline import NIGHTLY, WHAT_IF
 
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"

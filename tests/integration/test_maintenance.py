@@ -14,11 +14,11 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.airflow.environment import DAGS_FOLDER, configure, migrate_once
 from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io import delta_maintenance as delta
-from jobs.io.airflow_env import DAGS_FOLDER, configure, migrate_once
 from jobs.io.lake import Lake, rows_table
 from jobs.steps import export, maintain
 from schemas import TABLES

@@ -64,3 +64,51 @@ def test_kernels_import_only_the_pure_domain(kernel: str) -> None:
 def test_the_rule_catches_a_forbidden_import() -> None:
     result = _import_with_forbidden("jobs.steps.plan", FORBIDDEN)
     assert result.returncode != 0 and "forbidden import" in result.stderr
+
+
+# The floors of `jobs`, lowest first: a module imports (at any depth, deferred imports included) only from its own
+# floor and those below. planner/ and schemas/ are below them all.
+FLOORS = (
+    ("jobs.kernels", "jobs.config", "jobs.terminal"),
+    ("jobs.io",),
+    ("jobs.context",),
+    ("jobs.apply", "jobs.report", "jobs.steps"),
+    ("jobs.pipeline", "jobs.what_if_answer"),
+    ("jobs.cli", "jobs.airflow", "jobs.demo", "jobs.spark_archive"),
+)
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _imports(path: Path) -> set[str]:
+    """Every `jobs...` module a file imports, deferred imports inside functions included."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [f"jobs.{a.name}" for a in node.names] if node.module == "jobs" else [node.module]
+            found.update(m for m in modules if m.startswith("jobs."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("jobs."))
+    return found
+
+
+def test_no_import_in_jobs_runs_back_up_a_floor() -> None:
+    floor_of = {package: i for i, packages in enumerate(FLOORS) for package in packages}
+    files = sorted((REPO / "jobs").rglob("*.py"))
+    unplaced = (
+        {_package(".".join(f.relative_to(REPO).with_suffix("").parts)) for f in files}
+        - set(floor_of)
+        - {"jobs.__init__"}
+    )
+    assert not unplaced, f"place these in FLOORS: {sorted(unplaced)}"
+    upward = []
+    for f in files:
+        here = _package(".".join(f.relative_to(REPO).with_suffix("").parts))
+        if here == "jobs.__init__":
+            continue
+        upward += [f"{f.relative_to(REPO)} imports {m}" for m in _imports(f) if floor_of[_package(m)] > floor_of[here]]
+    assert not upward, "\n".join(sorted(upward))

@@ -4,7 +4,7 @@ Two steps are more than one call. `review` becomes three tasks: `review` (what a
 nothing does, it skips `approval`), `approval` (Airflow's ApprovalOperator: the reviewer approves or rejects in the
 UI, seeing each group's plan and report page) and `record_review` (writes the answer on the generations). `signals`
 runs whatever became of the tasks before it, and fails after writing when the run raised alarms (a rejected
-generation, a drifted plan), naming them; the DAGs' failure callback (`jobs.io.notify`) then posts to a webhook.
+generation, a drifted plan), naming them; the DAGs' failure callback (`jobs.airflow.notify`) then posts to a webhook.
 
 The maintenance DAG is no planning run: its one task (`maintenance_task`) calls `jobs.steps.maintain` with the
 run's retentions (`retention_params`), outside the step table.
@@ -122,7 +122,7 @@ def failed_tasks(ti: Any, run_id: str) -> list[str]:
 
 def review_tasks() -> list[Any]:
     """`review` -> `approval` -> `record_review`: a person's decision on the run's gated generations."""
-    from jobs.io.airflow_approval import ANSWER, PlanApproval
+    from jobs.airflow.approval import ANSWER, PlanApproval
 
     @task.short_circuit(task_id=REVIEW, ignore_downstream_trigger_rules=False)
     def review(params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None) -> str | None:
