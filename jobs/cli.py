@@ -327,6 +327,8 @@ def _what_if(args: argparse.Namespace) -> int:
     ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
     pipeline.warm_up(ctx)
     try:
+        if not ctx.embedded:
+            _ = ctx.spark  # a cluster's or a Connect server's executors are checked before the scenario is written
         with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
             results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
     except BaseException:

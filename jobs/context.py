@@ -47,7 +47,6 @@ class RunContext:
     def __post_init__(self) -> None:
         if self._spark is None:
             check_java()
-            check_remote_reaches(self.config.lake)
         self.lake = Lake(self.config.lake)
         # Released when the context is collected or the process ends (the kernel drops the flock of a dead one).
         weakref.finalize(self, self.lake.run_lock(self.run_id).release)
@@ -120,24 +119,6 @@ class RunContext:
     ) -> RunContext:
         """A context for `run_id` (a new unique id when None), optionally on an existing Spark session."""
         return cls(config, run_id or new_run_id(trigger), trigger, _spark=spark)
-
-
-def check_remote_reaches(lake: str) -> None:
-    """Fail before anything is written when a Spark Connect server on another host would be given a directory of
-    this one as the lake: it cannot see it (a lake on S3 is what both reach)."""
-    from urllib.parse import urlsplit
-
-    from jobs.io.lake_store import parse_store
-    from jobs.io.loopback import LOOPBACK
-    from jobs.io.spark import SparkSettings
-
-    remote = SparkSettings.from_env().remote
-    host = urlsplit(remote.split(";", 1)[0]).hostname if remote else None
-    if host and host not in (LOOPBACK, "localhost", "::1") and parse_store(lake).local is not None:
-        raise SourceError(
-            f"lake {lake} is a directory of this host, which the Spark Connect server {remote} (another host) "
-            "cannot see: use a lake on shared storage (REBALANCE_LAKE=s3://bucket/prefix) or a server on this host"
-        )
 
 
 def check_java() -> None:

@@ -20,7 +20,6 @@ from engines import (
     Listeners,
     connect,  # noqa: F401 (fixture)
     connect_env,
-    engine_env,
     group_alive,
     importable,
     lake_rows,
@@ -274,13 +273,16 @@ def test_a_cluster_whose_executors_lack_the_packages_refuses_in_one_line_before_
     }
 
 
-def test_a_connect_server_on_another_host_is_refused_a_local_lake_before_any_work(tmp_path) -> None:
-    env = engine_env(remote="sc://192.0.2.10:15002")  # TEST-NET-1: never contacted, the check comes first
-    done = rebalance(["run", "--snapshots", str(DEMO_FILES), "--lake", str(tmp_path / "lake")], env, tmp_path)
-    assert done.returncode == 2
-    assert done.stderr.strip() == (
-        f"rebalance run: error: lake {tmp_path / 'lake'} is a directory of this host, which the Spark Connect server "
-        "sc://192.0.2.10:15002 (another host) cannot see: use a lake on shared storage "
-        "(REBALANCE_LAKE=s3://bucket/prefix) or a server on this host"
+@pytest.mark.spark
+def test_executors_that_cannot_see_a_local_lake_are_one_line(spark, tmp_path) -> None:
+    # What a Connect server or a cluster on another host meets with a lake directory of this one (here: a directory
+    # nobody has, asked of this session's executors by the same probe).
+    from jobs.io.spark_preflight import check_executors
+
+    check_executors(spark, "local", str(tmp_path))  # seen: passes
+    with pytest.raises(SourceError) as unseen:
+        check_executors(spark, "sc://elsewhere:15002", str(tmp_path / "not-there"))
+    assert str(unseen.value) == (
+        f"lake {tmp_path / 'not-there'}: the executors of sc://elsewhere:15002 do not see this directory; put the "
+        "lake on storage they share (s3://bucket/prefix), or run them on this host"
     )
-    assert not (tmp_path / "lake").exists()
