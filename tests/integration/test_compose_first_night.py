@@ -103,6 +103,7 @@ def command(c: dict, name: str) -> list[str]:
 def night(tmp_path_factory: pytest.TempPathFactory, kafka_broker) -> dict[str, Any]:
     c = compose()
     root = tmp_path_factory.mktemp("compose")
+    (root / "env").mkdir()
     files = make_env(root / "env")
     home, lake, auth = root / "airflow", root / "volumes" / "lake", root / "volumes" / "airflow-auth"
     for directory in (home / "logs", lake, auth):
