@@ -1,7 +1,8 @@
-"""Write docker/airflow.env from docker/airflow.env.example with fresh secrets (standard library only).
+"""Write docker/airflow.env, postgres.env and kafka.env from their examples with fresh secrets (standard library only).
 
 Every `<generate>` value becomes a new random secret (a Fernet key for AIRFLOW__CORE__FERNET_KEY), then every
-`<NAME>` inside a value becomes NAME's value, so the database URL carries the generated Postgres password.
+`<NAME>` inside a value becomes NAME's value from any of the files, so airflow.env's database URL carries the
+Postgres password generated for postgres.env. Each service of compose.yaml reads only the files it needs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FILES = ("airflow.env", "postgres.env", "kafka.env")
 GENERATE = "<generate>"
 REFERENCE = re.compile(r"<([A-Z][A-Z0-9_]*)>")
 
@@ -26,35 +28,52 @@ def new_secret(name: str) -> str:
     return secrets.token_urlsafe(32)
 
 
-def render(example: str) -> str:
-    """The example's text with every placeholder filled; comments and layout kept."""
-    lines = example.splitlines()
-    settings = [line.split("=", 1) for line in lines if "=" in line and not line.startswith("#")]
-    values = {name: new_secret(name) if value == GENERATE else value for name, value in settings}
+def settings(text: str) -> list[tuple[str, str]]:
+    """The `NAME=value` lines of an env file (comments skipped)."""
+    lines = text.splitlines()
+    return [(n, v) for n, v in (line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))]
+
+
+def render_all(examples: dict[str, str]) -> dict[str, str]:
+    """Each example's text with every placeholder filled from the values of all of them; comments and layout kept."""
+    values = {n: new_secret(n) if v == GENERATE else v for text in examples.values() for n, v in settings(text)}
     missing = sorted({ref for value in values.values() for ref in REFERENCE.findall(value)} - set(values))
     if missing:
-        raise SystemExit(f"airflow.env.example: {', '.join(missing)} referenced but not defined")
-    out = []
-    for line in lines:
-        if "=" in line and not line.startswith("#"):
-            name = line.split("=", 1)[0]
-            out.append(f"{name}={REFERENCE.sub(lambda m: values[m.group(1)], values[name])}")
-        else:
-            out.append(line)
-    return "\n".join(out) + "\n"
+        raise SystemExit(f"env examples: {', '.join(missing)} referenced but not defined")
+    rendered = {}
+    for name, text in examples.items():
+        out = []
+        for line in text.splitlines():
+            if "=" in line and not line.startswith("#"):
+                key = line.split("=", 1)[0]
+                out.append(f"{key}={REFERENCE.sub(lambda m: values[m.group(1)], values[key])}")
+            else:
+                out.append(line)
+        rendered[name] = "\n".join(out) + "\n"
+    return rendered
+
+
+def render(example: str) -> str:
+    """One example on its own (every reference defined in it)."""
+    return render_all({"env": example})["env"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--example", type=Path, default=HERE / "airflow.env.example")
-    parser.add_argument("--output", type=Path, default=HERE / "airflow.env")
+    parser.add_argument("--examples", type=Path, default=HERE, help="directory of the *.env.example files")
+    parser.add_argument("--output", type=Path, default=HERE, help="directory the env files are written to")
     args = parser.parse_args(argv)
-    if args.output.exists():
-        print(f"{args.output} exists; remove it first to replace its secrets", file=sys.stderr)
+    targets = {name: args.output / name for name in FILES}
+    existing = [str(path) for path in targets.values() if path.exists()]
+    if existing:
+        print(f"{', '.join(existing)} exist; remove them first to replace their secrets", file=sys.stderr)
         return 2
-    args.output.write_text(render(args.example.read_text()))
-    args.output.chmod(0o600)
-    print(f"wrote {args.output}")
+    rendered = render_all({name: (args.examples / f"{name}.example").read_text() for name in FILES})
+    for name, path in targets.items():
+        # Created readable by its owner only, never briefly by anyone else.
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(rendered[name])
+        print(f"wrote {path}")
     return 0
 
 

@@ -8,12 +8,13 @@ the api-server reads task logs from the shared home instead. No triggerer: the D
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,9 +152,12 @@ def _tail(log: Path, lines: int = 40) -> str:
     return "\n".join(_lines(log)[-lines:]) or "(no log)"
 
 
-def _start(name: str, port: int, env: Mapping[str, str], home: Path) -> subprocess.Popen:
-    """Start one component in its own process group (so it and its children stop together), logging to home."""
-    args = [a.format(port=port) for a in COMPONENTS[name]]
+def _start(
+    name: str, port: int, env: Mapping[str, str], home: Path, command: Sequence[str] | None = None
+) -> subprocess.Popen:
+    """Start one component in its own process group (so it and its children stop together), logging to home;
+    `command` (the arguments after `airflow`, `{port}` filled in) replaces the component's default."""
+    args = [a.format(port=port) for a in (command or COMPONENTS[name])]
     with open(home / f"{name}.log", "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "airflow", *args],
@@ -186,10 +190,33 @@ def _health(api: httpx.Client) -> dict[str, Any] | None:
     return health if all((health.get(p) or {}).get("status") == "healthy" for p in parts) else None
 
 
+def _login(api: httpx.Client, env: Mapping[str, str], home: Path) -> str:
+    """An admin's token: any user's when every user is an admin, else admin's password from the file the api-server
+    generated (SimpleAuthManager: `[core] simple_auth_manager_passwords_file`)."""
+    if env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS") == "True":
+        return api.get("/auth/token").raise_for_status().json()["access_token"]
+    file = (
+        env.get("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE")
+        or home / "simple_auth_manager_passwords.json.generated"
+    )
+    password = json.loads(Path(file).read_text())["admin"]
+    login = api.post("/auth/token", json={"username": "admin", "password": password})
+    return login.raise_for_status().json()["access_token"]
+
+
 @contextmanager
-def airflow_server(home: Path, env: Mapping[str, str] = {}, *, timeout: float = 240.0) -> Iterator[AirflowServer]:
+def airflow_server(
+    home: Path,
+    env: Mapping[str, str] = {},
+    *,
+    timeout: float = 240.0,
+    commands: Mapping[str, Sequence[str]] = {},
+    component_env: Mapping[str, Mapping[str, str]] = {},
+) -> Iterator[AirflowServer]:
     """Migrate a metadatabase in `home`, start the three components with `env` added, wait until all are healthy.
 
+    `commands` replaces a component's arguments (after `airflow`; `{port}` is the api-server's port) and
+    `component_env` adds variables to one component only, as a container's own `environment` would.
     Every wait is bounded by `timeout`; on exit (a failing test included) every process group is stopped by PID.
     """
     home.mkdir(parents=True, exist_ok=True)
@@ -212,11 +239,13 @@ def airflow_server(home: Path, env: Mapping[str, str] = {}, *, timeout: float = 
         # The api-server first: tasks report to its execution API, and the first one may be queued within seconds.
         # Stopped in reverse start order: the scheduler (and the tasks it forked) before the api-server.
         for name in COMPONENTS:
-            processes[name] = _start(name, port, full_env, home)
+            own_env = {**full_env, **component_env.get(name, {})}
+            processes[name] = _start(name, port, own_env, home, commands.get(name))
             stack.callback(stop_tree, processes[name])
             if name == "api-server":
                 server.wait_for("the api-server", lambda: _responds(api), timeout)
         server.wait_for("a healthy api-server, scheduler and dag-processor", lambda: _health(api), timeout)
-        token = api.get("/auth/token").raise_for_status().json()["access_token"]
-        api.headers["Authorization"] = f"Bearer {token}"
+        api.headers["Authorization"] = (
+            f"Bearer {_login(api, {**full_env, **component_env.get('api-server', {})}, home)}"
+        )
         yield server
