@@ -67,10 +67,11 @@ class RunContext:
         if self._spark is None and self._starting is None:
             from pyspark import SparkContext
 
-            from jobs.io.spark import SparkSettings, get_spark
+            from jobs.io.spark import SparkSettings, get_spark, prepare_logs
 
             # A session already in this process (a test's, the demo's) is returned by getOrCreate: not ours.
             self._owns_jvm = SparkContext._active_spark_context is None and not SparkSettings.from_env().remote
+            prepare_logs()  # on this thread: pyspark's loggers are made before a second thread runs
             pool = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
             self._starting = pool.submit(self._session, get_spark)
             pool.shutdown(wait=False)

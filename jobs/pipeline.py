@@ -162,12 +162,10 @@ def warm_up(ctx: RunContext) -> None:
     """Start the JVM and import Great Expectations in the background, each on its own core, while the first steps
     run: a what-if's scenario takes a fraction of a second, so its plan step would otherwise wait for both in turn
     (2.5 s of JVM, then 2.7 s of GX's import inside the gate)."""
-    from threading import Thread
-
-    from jobs.steps.gate import import_great_expectations
+    from jobs.steps.gate import import_in_background
 
     ctx.start_spark()
-    Thread(target=import_great_expectations, name="gx-import", daemon=True).start()
+    import_in_background()
 
 
 def run_step(name: str, params: Mapping[str, Any], run_id: str, trigger: str) -> Any:

@@ -139,10 +139,23 @@ def get_spark(settings: SparkSettings | str | None = None, app_name: str = APP_N
     """The process's SparkSession (created on first use); a string is a master URL, the rest read from the env."""
     if not isinstance(settings, SparkSettings):
         settings = SparkSettings.from_env(master=settings)
+    log = prepare_logs()
+    return _connect_session(settings) if settings.remote else _classic_session(settings, app_name, log)
+
+
+def prepare_logs() -> Path | None:
+    """Make pyspark's loggers before any thread starts a session, and route them (see `jvm_log`); returns the log.
+
+    pyspark makes its loggers with `PySparkLogger.getLogger`, which swaps `logging`'s global logger class for the
+    moment (not thread-safe): a logger another thread makes meanwhile becomes pyspark's, whose handlers all print
+    JSON. Called on the main thread first (RunContext.start_spark), the swaps are over before a second thread runs.
+    """
+    import pyspark.sql.connect.logging  # noqa: F401  # makes its logger on import (Great Expectations imports it)
+
     if (log := jvm_log()) is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         _route_query_context_logs(log)
-    return _connect_session(settings) if settings.remote else _classic_session(settings, app_name, log)
+    return log
 
 
 def _classic_session(settings: SparkSettings, app_name: str, log: Path | None) -> SparkSession:
@@ -206,12 +219,18 @@ def jvm_log() -> Path | None:
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
+_routed: set[str] = set()  # log files pyspark's query-context loggers already write to
+
+
 def _route_query_context_logs(log: Path) -> None:
     """Send pyspark's query-context error logs to `log` instead of stderr (the command prints its own one line)."""
     import logging
 
     from pyspark.logger import PySparkLogger
 
+    if str(log) in _routed:
+        return
+    _routed.add(str(log))
     for name in QUERY_CONTEXT_LOGGERS:
         logger = PySparkLogger.getLogger(name)
         if not any(isinstance(h, logging.FileHandler) and h.baseFilename == str(log) for h in logger.handlers):

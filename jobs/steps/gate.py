@@ -69,6 +69,17 @@ def import_great_expectations() -> None:
     import great_expectations.expectations  # noqa: F401
 
 
+def import_in_background() -> Thread:
+    """Import Great Expectations on a thread of its own, started here. pyspark's loggers, which its import would
+    make on that thread while this one makes others, are made first, here (`jobs.io.spark.prepare_logs`)."""
+    from jobs.io.spark import prepare_logs
+
+    prepare_logs()
+    importing = Thread(target=import_great_expectations, name="gx-import", daemon=True)
+    importing.start()
+    return importing
+
+
 def validate(
     frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
 ) -> list[dict[str, Any]]:
@@ -133,8 +144,7 @@ def run(ctx: RunContext) -> dict[str, bool]:
     frame = plan_check(chosen_plans(spark, lake, generations), snapshot, partitions, chosen).persist()
     try:
         # Great Expectations takes seconds to import, and the frame seconds to build: one while the other runs.
-        importing = Thread(target=import_great_expectations, name="gx-import", daemon=True)
-        importing.start()
+        importing = import_in_background()
         frame.count()
         importing.join()
         results = validate(frame, result_format={"result_format": "BOOLEAN_ONLY"})
