@@ -139,7 +139,7 @@ def test_a_restarted_group_gets_the_plan(caplog: pytest.LogCaptureFixture) -> No
         RangePartitionAssignor.assign(cluster({"orders": 6, "refunds": 2}), members), members
     )
     [record] = caplog.records
-    assert record.levelno == logging.INFO and "serving plan of group 'payments' generation 4" in record.message
+    assert record.levelno == logging.INFO and "serving plan of group 'payments' generation 4" in record.getMessage()
 
 
 def test_static_members_match_by_group_instance_id_whatever_their_client_id() -> None:
@@ -187,9 +187,9 @@ def test_a_group_that_differs_from_the_plan_gets_the_fallback_with_one_line_sayi
         result = PlannedAssignor(PLAN, fallback=RoundRobinPartitionAssignor).assign(metadata, members)
     assert result == RoundRobinPartitionAssignor.assign(metadata, members)
     [record] = caplog.records
-    assert record.levelno == logging.WARNING and reason in record.message
-    assert "plan of group 'payments' generation 4 not served" in record.message
-    assert record.message.endswith("assigning with roundrobin")
+    assert record.levelno == logging.WARNING and reason in record.getMessage()
+    assert "plan of group 'payments' generation 4 not served" in record.getMessage()
+    assert record.getMessage().endswith("assigning with roundrobin")
 
 
 def test_the_plan_file_is_read_at_every_assignment(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -199,7 +199,7 @@ def test_the_plan_file_is_read_at_every_assignment(tmp_path: Path, caplog: pytes
     metadata = cluster({"orders": 6, "refunds": 2})
     with caplog.at_level(logging.WARNING, LOGGER):
         assert assignor.assign(metadata, members) == RangePartitionAssignor.assign(metadata, members)
-    assert f"no plan served (plan file {path}: No such file or directory)" in caplog.records[0].message
+    assert f"no plan served (plan file {path}: No such file or directory)" in caplog.records[0].getMessage()
     write_plan(parse_plan(PLAN), path)
     assert by_client(assignor.assign(metadata, members), members) == planned_of(PLAN)
     newer = copy.deepcopy(PLAN)
@@ -212,7 +212,7 @@ def test_the_plan_file_is_read_at_every_assignment(tmp_path: Path, caplog: pytes
     caplog.clear()
     with caplog.at_level(logging.WARNING, LOGGER):
         assert assignor.assign(metadata, members) == RangePartitionAssignor.assign(metadata, members)
-    assert f"plan file {path}: invalid JSON" in caplog.records[0].message
+    assert f"plan file {path}: invalid JSON" in caplog.records[0].getMessage()
 
 
 def test_cooperative_plan_revokes_before_it_moves_then_completes() -> None:
