@@ -27,22 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.errors import PlanError
+
 FORMAT = "rebalance-plan/1"
 _TOPIC_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")  # Kafka's Uuid.toString: 16 bytes, URL-safe base64 without padding
 
 TopicPartition = tuple[str, int]
-
-
-class PlanError(ValueError):
-    """A plan document that cannot be served; the message names the file or JSON path and the problem.
-
-    `code` is the reason an applier logs and the shared fixtures (schemas/fixtures/apply) expect: `plan_unreadable`
-    (no file, or not UTF-8), `wrong_format` (not a rebalance-plan/1 document) or `malformed_plan` (anything else).
-    """
-
-    def __init__(self, message: str, code: str = "malformed_plan") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)

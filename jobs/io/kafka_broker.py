@@ -45,10 +45,6 @@ TEST_TIMINGS: dict[str, str] = {
 }
 
 
-class BrokerError(SourceError):
-    """Kafka could not be installed, started or reached."""
-
-
 @dataclass(frozen=True)
 class Listener:
     """One client listener: its name, security protocol and the broker settings that go with it."""
@@ -76,7 +72,7 @@ def java() -> str:
         str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").is_file() else shutil.which("java")
     )
     if not found:
-        raise BrokerError("java is missing: install a Java 17 runtime (openjdk-17-jre-headless) to run Apache Kafka")
+        raise SourceError("java is missing: install a Java 17 runtime (openjdk-17-jre-headless) to run Apache Kafka")
     return found
 
 
@@ -84,7 +80,7 @@ def kafka_version(home: Path = KAFKA_HOME) -> str:
     """The Apache Kafka version installed in `home` (from its broker jar's name)."""
     jars = sorted((home / "lib").glob("kafka_2.13-*.jar"))
     if not jars:
-        raise BrokerError(f"Apache Kafka is not installed in {home / 'lib'}: run `make install` (Maven resolves it)")
+        raise SourceError(f"Apache Kafka is not installed in {home / 'lib'}: run `make install` (Maven resolves it)")
     return jars[-1].name.removeprefix("kafka_2.13-").removesuffix(".jar")
 
 
@@ -189,7 +185,7 @@ def format_storage(data_dir: Path, config: Path, extra_classpath: Sequence[str |
     )
     if done.returncode != 0:
         reason = (done.stderr or done.stdout).strip().splitlines()
-        raise BrokerError(f"kafka storage format failed: {reason[-1] if reason else done.returncode}")
+        raise SourceError(f"kafka storage format failed: {reason[-1] if reason else done.returncode}")
 
 
 @contextlib.contextmanager
@@ -241,7 +237,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], bootstrap: str, timeout_s: float,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise BrokerError(f"Apache Kafka exited with {proc.returncode} while starting: {_last_error(log_path)}")
+            raise SourceError(f"Apache Kafka exited with {proc.returncode} while starting: {_last_error(log_path)}")
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             listening = s.connect_ex(tuple(_host_port(bootstrap))) == 0
         if listening:
@@ -255,7 +251,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], bootstrap: str, timeout_s: float,
                 finally:
                     admin.close()
         time.sleep(0.2)
-    raise BrokerError(f"Apache Kafka did not answer on {bootstrap} within {timeout_s:.0f}s: {_last_error(log_path)}")
+    raise SourceError(f"Apache Kafka did not answer on {bootstrap} within {timeout_s:.0f}s: {_last_error(log_path)}")
 
 
 def _coordinator_ready(admin: Any) -> bool:
@@ -307,7 +303,7 @@ def kafka_tool(main: str, *args: str, timeout_s: float = 120.0) -> str:
         shutil.rmtree(work, ignore_errors=True)
     if done.returncode != 0:
         reason = (done.stderr or done.stdout).strip().splitlines()
-        raise BrokerError(f"{main.rsplit('.', 1)[-1]} failed: {reason[-1] if reason else done.returncode}")
+        raise SourceError(f"{main.rsplit('.', 1)[-1]} failed: {reason[-1] if reason else done.returncode}")
     return done.stdout
 
 

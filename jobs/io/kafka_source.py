@@ -61,20 +61,12 @@ class BrokerUnreachableError(KafkaSourceError):
     """No broker answered at the bootstrap servers within the connect timeout."""
 
 
-class KafkaAuthError(KafkaSourceError):
-    """The brokers refused the credentials or the TLS handshake, or the principal lacks a permission."""
-
-
 class UnknownTopicError(KafkaSourceError):
     """A requested topic does not exist."""
 
 
 class UnknownGroupError(KafkaSourceError):
     """No consumer group matches the requested pattern."""
-
-
-class SourceTimeoutError(KafkaSourceError):
-    """A broker did not answer a request within the request timeout."""
 
 
 def pull_snapshots(
@@ -157,7 +149,7 @@ def sample_keys(
     """`key_samples` rows for the last `records_per_partition` records of every partition of `topics`.
 
     Reads without a consumer group and commits nothing. Stops early at `max_records` kept rows; a partition not
-    read to its end offset within `timeout_s` (the broker gone or too slow) raises `SourceTimeoutError`. With
+    read to its end offset within `timeout_s` (the broker gone or too slow) raises `KafkaSourceError`. With
     `key_fraction`, keeps only records whose key's unsigned mmh3 hash (seed `key_seed`) falls below that fraction
     of 2**32, so nightly samples keep the same keys and stay comparable (null keys dropped).
     """
@@ -216,7 +208,7 @@ def _admin(settings: KafkaSettings) -> Iterator[Any]:
             admin = KafkaAdminClient(**settings.client_config())
         except Exception:
             if failures:  # bootstrap retries auth failures until its timeout; report the real cause
-                raise KafkaAuthError(_refusal(settings, failures[0])) from None
+                raise KafkaSourceError(_refusal(settings, failures[0])) from None
             raise
     try:
         yield admin
@@ -351,7 +343,7 @@ def _refuse_if_hidden(admin: Any, settings: KafkaSettings, group_id: str) -> Non
         admin.describe_groups([group_id])
     except GroupAuthorizationFailedError as exc:
         refused = _unauthorized(settings, exc, f"describe group {group_id!r}")
-        raise KafkaAuthError(f"pulling consumer groups: {refused}") from None
+        raise KafkaSourceError(f"pulling consumer groups: {refused}") from None
     except KafkaError:
         return  # nothing more to learn here: the group is reported as not found
 
@@ -367,9 +359,9 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
     except KafkaSourceError:
         raise
     except ke.UnsupportedSaslMechanismError as exc:
-        raise KafkaAuthError(f"{action}: {_refusal(settings, exc)}") from None
+        raise KafkaSourceError(f"{action}: {_refusal(settings, exc)}") from None
     except (ke.SaslAuthenticationFailedError, ke.AuthorizationError) as exc:
-        raise KafkaAuthError(f"{action}: {_refusal(settings, exc)}") from None
+        raise KafkaSourceError(f"{action}: {_refusal(settings, exc)}") from None
     except ke.UnknownTopicOrPartitionError as exc:
         raise UnknownTopicError(f"{action}: unknown topic or partition at {where}: {exc}") from exc
     except ke.GroupIdNotFoundError as exc:
@@ -381,9 +373,9 @@ def _translated(settings: KafkaSettings, action: str) -> Iterator[None]:
             raise BrokerUnreachableError(
                 f"{action}: no broker answered at {settings.bootstrap_servers} within {settings.connect_timeout_ms} ms"
             ) from exc
-        raise SourceTimeoutError(f"{action}: {where} timed out: {exc}") from exc
+        raise KafkaSourceError(f"{action}: {where} timed out: {exc}") from exc
     except ke.RequestTimedOutError as exc:
-        raise SourceTimeoutError(f"{action}: {where} timed out after {settings.request_timeout_ms} ms") from exc
+        raise KafkaSourceError(f"{action}: {where} timed out after {settings.request_timeout_ms} ms") from exc
     except ke.KafkaError as exc:
         raise KafkaSourceError(f"{action}: {where} answered {type(exc).__name__}: {exc}") from exc
 
@@ -653,7 +645,7 @@ def _read_tail(
                     todo.discard(tp)
                     consumer.pause(tp)
             if todo and (max_records is None or len(rows["key"]) < max_records):
-                raise SourceTimeoutError(_unfinished(settings, todo, reached, end, timeout_s))
+                raise KafkaSourceError(_unfinished(settings, todo, reached, end, timeout_s))
     finally:
         consumer.close(autocommit=False)
     # A tail sample reads the same number of records from every partition, so each record stands for the
