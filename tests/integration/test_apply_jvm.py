@@ -74,6 +74,14 @@ def note(line: str) -> None:
     print(line, file=sys.__stderr__, flush=True)
 
 
+def wait_for_line(log: Path, text: str, timeout_s: float = 90.0) -> None:
+    """Block until a line holding `text` is in the broker's log (a failed test when none comes in time)."""
+    deadline = time.monotonic() + timeout_s
+    while not any(text in line for line in log.read_text().splitlines()):
+        assert time.monotonic() < deadline, f"no line with {text!r} in {log} after {timeout_s:.0f} s"
+        time.sleep(0.3)
+
+
 def partitions(topics: dict[str, int]) -> list[TopicPartition]:
     return [(t, p) for t, n in topics.items() for p in range(n)]
 
@@ -210,6 +218,11 @@ def test_a_kip848_group_is_assigned_its_plan_by_the_broker_then_as_uniform_when_
     # not served, a planned member missing); it restarts (same group.instance.id, new member id): the plan is served.
     started = time.monotonic()
     group.stop(f"{KIP}-m1")
+    # Restart only once the coordinator has removed it and asked the assignor, which refused the plan: a describe
+    # may stop listing a static member that left (epoch -2) before its session expires, and a restart within the
+    # session takes its old assignment over with no assignment computed.
+    gone = "(group.instance.id 'jvm-kip848-instance-1') is missing"
+    wait_for_line(log, gone)
     kip848_members.wait_members(setup.broker.bootstrap, KIP, 2)
     group.start(f"{KIP}-m1", list(KIP_TOPICS), group_instance_id=f"{KIP}-instance-1")
     converged = kip848_members.wait_converged(group, everything, expected)
@@ -218,7 +231,7 @@ def test_a_kip848_group_is_assigned_its_plan_by_the_broker_then_as_uniform_when_
     served = f"serving plan of group '{KIP}' generation {plan.generation_id} (range, file {path.name}) to 3 members"
     assert served in log.read_text()
     missing = [line for line in log.read_text().splitlines() if " not served (" in line]
-    assert missing and "(group.instance.id 'jvm-kip848-instance-1') is missing" in missing[-1]
+    assert missing and any(gone in line for line in missing)
     assert "applied, all 12 partitions owned as planned" in verified(setup, KIP, capsys, "after-kip848")
 
     # A member the plan does not know joins: the broker assigns as uniform and logs why.
