@@ -14,8 +14,12 @@ per table), so a re-run rewrites the same rows.
 
 from __future__ import annotations
 
+import errno
 import json
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +37,7 @@ from jobs.kernels.loads import check_mode
 from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
 from jobs.steps.plan_loads import measurements, previous_snapshots
 from planner.assignors import load
+from planner.errors import SourceError
 from schemas.status import GenerationStatus
 from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS
 
@@ -124,7 +129,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
     settings = PlanSettings(strategies, counts, mode, lake.fs, tuple(t.name for t in WRITTEN), topic_ids)
-    with session_conf(spark, KERNEL_CONF):
+    with session_conf(spark, KERNEL_CONF), tasks_writing(lake):
         outcome = (
             kernel_input(spark, lake, run_id, snapshot, ids)
             .mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME))
@@ -140,6 +145,23 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
     return ids
+
+
+@contextmanager
+def tasks_writing(lake: Lake) -> Iterator[None]:
+    """The kernel's tasks write Parquet into the lake: a task that fails for an OS error there (a full disk, a
+    permission) is one line naming the cause; its files were never committed, so the tables read as before."""
+    from pyspark.errors import PythonException
+
+    try:
+        yield
+    except PythonException as e:
+        found = re.search(r"OSError: \[Errno (\d+)\]", str(e))
+        if found is None:
+            raise
+        code = int(found[1])
+        cause = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
+        raise SourceError(f"lake {lake.root}: writing the plans' files failed: {cause}") from None
 
 
 def kernel_input(

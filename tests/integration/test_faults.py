@@ -244,6 +244,27 @@ def test_a_full_disk_is_named_and_leaves_every_table_readable(tmp_path: Path) ->
         assert latest_document(lake, "payments")["what_if_of"] == "full"
 
 
+@pytest.mark.slow
+def test_a_disk_that_fills_after_each_step_is_one_line_and_the_next_run_completes(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "mnt", "48m") as mnt:
+        lake = Lake(mnt / "lake")
+        filler = mnt / "filler"
+        said = {}
+        env = cli_env() | {"REBALANCE_SPARK_LOG": str(tmp_path / "spark.log")}  # as at a terminal: the JVM's to a file
+        for table in ("snapshots", "generations", "plans", "gate_results"):  # ingested, planning, planned, gated
+            done = rebalance(*run_args(lake.root, "full"), env=env, fault=("fill", f"{table}={filler}"))
+            said[table] = one_error_line(done)
+            assert "No space left on device" in said[table], said[table]
+            for name in TABLES:
+                DeltaTable(str(lake.path(name))).to_pyarrow_table()  # every table still reads
+            filler.unlink()
+        finished = rebalance(*run_args(lake.root, "full"))
+        assert finished.returncode == 0, finished.stderr[-3000:]
+        assert {g["status"] for g in lake.read_arrow("generations", [("run_id", "=", "full")]).to_pylist()} == {
+            "approved"
+        }
+
+
 # -- no Java ------------------------------------------------------------------------------------------------------
 
 
