@@ -48,8 +48,9 @@ def kafka_assignor(strategy: str) -> type[AbstractPartitionAssignor]:
 
 
 @dataclass
-class PlannedMember:
-    """One running consumer: its own stop switch, its last assignment and its error, both written by its thread."""
+class MemberThread:
+    """One consumer run by a thread of this process: its own stop switch, its last assignment and its error, both
+    written by its thread."""
 
     client_id: str
     consumer: Any
@@ -59,41 +60,10 @@ class PlannedMember:
     error: str | None = None
 
 
-@dataclass
-class PlannedGroup:
-    """Members of one consumer group using PlannedAssignor(plan, fallback); start and stop them one by one."""
+class ThreadedGroup:
+    """Stopping and reading a group whose members are consumer threads of this process (`members`)."""
 
-    bootstrap: str
-    group_id: str
-    plan: Mapping[str, Any] | str | os.PathLike[str]
-    fallback: type[AbstractPartitionAssignor]
-    members: dict[str, PlannedMember] = field(default_factory=dict)
-    events: list[OwnershipEvent] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def start(self, client_id: str, topics: Sequence[str], *, group_instance_id: str | None = None) -> PlannedMember:
-        """Start a member that lists PlannedAssignor first and its fallback (sharing state) second."""
-        from kafka import KafkaConsumer
-
-        assignor = PlannedAssignor(self.plan, fallback=self.fallback)
-        consumer = KafkaConsumer(
-            bootstrap_servers=[self.bootstrap],
-            group_id=self.group_id,
-            client_id=client_id,
-            group_instance_id=group_instance_id,
-            partition_assignment_strategy=[assignor, assignor.fallback],
-            enable_auto_commit=False,
-            auto_offset_reset="latest",
-            max_poll_records=100,
-            session_timeout_ms=30_000,
-            heartbeat_interval_ms=1_000,
-        )
-        consumer.subscribe(list(topics), listener=self._listener(client_id))
-        member = PlannedMember(client_id, consumer, threading.Event())
-        member.thread = threading.Thread(target=self._loop, args=(member,), name=f"planned-{client_id}", daemon=True)
-        self.members[client_id] = member
-        member.thread.start()
-        return member
+    members: dict[str, MemberThread]
 
     def stop(self, *client_ids: str) -> None:
         """Stop members together (all signalled, then awaited): each thread closes its consumer, leaving the group."""
@@ -111,7 +81,44 @@ class PlannedGroup:
         """Each running member's assignment as its own client last reported it."""
         return {cid: set(m.assigned) for cid, m in self.members.items()}
 
-    def _loop(self, member: PlannedMember) -> None:
+
+@dataclass
+class PlannedGroup(ThreadedGroup):
+    """Members of one consumer group using PlannedAssignor(plan, fallback); start and stop them one by one."""
+
+    bootstrap: str
+    group_id: str
+    plan: Mapping[str, Any] | str | os.PathLike[str]
+    fallback: type[AbstractPartitionAssignor]
+    members: dict[str, MemberThread] = field(default_factory=dict)
+    events: list[OwnershipEvent] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def start(self, client_id: str, topics: Sequence[str], *, group_instance_id: str | None = None) -> MemberThread:
+        """Start a member that lists PlannedAssignor first and its fallback (sharing state) second."""
+        from kafka import KafkaConsumer
+
+        assignor = PlannedAssignor(self.plan, fallback=self.fallback)
+        consumer = KafkaConsumer(
+            bootstrap_servers=[self.bootstrap],
+            group_id=self.group_id,
+            client_id=client_id,
+            group_instance_id=group_instance_id,
+            partition_assignment_strategy=[assignor, assignor.fallback],
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            max_poll_records=100,
+            session_timeout_ms=30_000,
+            heartbeat_interval_ms=1_000,
+        )
+        consumer.subscribe(list(topics), listener=self._listener(client_id))
+        member = MemberThread(client_id, consumer, threading.Event())
+        member.thread = threading.Thread(target=self._loop, args=(member,), name=f"planned-{client_id}", daemon=True)
+        self.members[client_id] = member
+        member.thread.start()
+        return member
+
+    def _loop(self, member: MemberThread) -> None:
         # Clients are not thread-safe: only this thread touches the consumer, the others read `assigned`.
         try:
             while not member.stop.is_set():

@@ -18,32 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.apply.plan import TopicPartition
+from jobs.demo.apply import MemberThread, OwnershipEvent, ThreadedGroup
 from jobs.demo.cluster import DemoClusterError
 
 
 @dataclass
-class Kip848Member:
-    client_id: str
-    consumer: Any
-    stop: threading.Event
-    thread: threading.Thread | None = None
-    assigned: frozenset[TopicPartition] = frozenset()
-    error: str | None = None
-
-
-@dataclass
-class Kip848Group:
+class Kip848Group(ThreadedGroup):
     """Members of one KIP-848 group naming `remote_assignor`; start and stop them one by one."""
 
     bootstrap: str
     group_id: str
     remote_assignor: str | None
-    members: dict[str, Kip848Member] = field(default_factory=dict)
-    events: list[tuple[float, str, str, frozenset[TopicPartition]]] = field(default_factory=list)
+    members: dict[str, MemberThread] = field(default_factory=dict)
+    events: list[OwnershipEvent] = field(default_factory=list)
     records: list[tuple[str, str, int, int]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def start(self, client_id: str, topics: Sequence[str], *, group_instance_id: str | None = None) -> Kip848Member:
+    def start(self, client_id: str, topics: Sequence[str], *, group_instance_id: str | None = None) -> MemberThread:
         from confluent_kafka import Consumer
 
         config: dict[str, Any] = {
@@ -59,33 +50,18 @@ class Kip848Group:
             config["group.remote.assignor"] = self.remote_assignor
         if group_instance_id:
             config["group.instance.id"] = group_instance_id
-        member = Kip848Member(client_id, Consumer(config), threading.Event())
+        member = MemberThread(client_id, Consumer(config), threading.Event())
         member.thread = threading.Thread(target=self._loop, args=(member, list(topics)), name=f"kip848-{client_id}")
         member.thread.daemon = True
         self.members[client_id] = member
         member.thread.start()
         return member
 
-    def stop(self, *client_ids: str) -> None:
-        """Stop members together (all signalled, then awaited): each commits, then closes (leaving the group)."""
-        members = [self.members.pop(c) for c in client_ids]
-        for m in members:
-            m.stop.set()
-        for m in members:
-            if m.thread is not None:
-                m.thread.join(timeout=60)
-
-    def stop_all(self) -> None:
-        self.stop(*self.members)
-
-    def assignments(self) -> dict[str, set[TopicPartition]]:
-        return {c: set(m.assigned) for c, m in self.members.items()}
-
     def consumed(self) -> list[tuple[str, str, int, int]]:
         with self._lock:
             return list(self.records)
 
-    def _loop(self, member: Kip848Member, topics: list[str]) -> None:
+    def _loop(self, member: MemberThread, topics: list[str]) -> None:
         from confluent_kafka import KafkaException
         from confluent_kafka import TopicPartition as CTP
 
