@@ -1,0 +1,238 @@
+"""The balanced-load assignment under construction (`planner.assignors.balanced_load`): who owns each partition,
+each member's load, count and topic classes, the move budget spent, and the moves every phase makes through it.
+
+`LoadBuilder.keep` is the claim phase (every still-valid owner keeps its partitions); `move` keeps the tallies as
+partitions change hands; `parts_of`, `first_member` and `lightest` answer the phases' questions in MemberInfo order.
+`pick` chooses which of a member's partitions to release or hand over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.assignors._member_info import member_info_rank
+from planner.group import GroupSpec, previous_owners
+from planner.load import assignable, max_load_bound, partition_weights, topic_classes
+
+MoveBudget = Literal["load", "partitions"]
+_SCANS = 32  # parts_of answers by a scan of owner[] (about 1 ms per million) before it builds the index
+
+
+@dataclass
+class LoadBuilder:
+    """The assignment under construction: owner per partition and each member's load, count and topic classes."""
+
+    w: np.ndarray  # float64[P] partition loads
+    pclass: np.ndarray  # int64[P] topic class of the partition (-1: nobody subscribes)
+    classes: list[np.ndarray]  # per topic class, its subscribers (member ids), fewest subscribers first
+    eligible: np.ndarray  # bool[K, M]: member m subscribes to class k's topics
+    rank: np.ndarray  # int64[M] MemberInfo order, the member tie-break
+    by_rank: np.ndarray  # int64[M] member ids in MemberInfo order (argmin over it breaks ties by rank)
+    previous: np.ndarray  # int32[P] valid previous owner (-1: none, or an orphan)
+    owner: np.ndarray  # int32[P]
+    pool: np.ndarray  # bool[P] assignable partitions without owner
+    load: np.ndarray  # float64[M]
+    count: np.ndarray  # int64[M]
+    holds: np.ndarray  # int64[K, M] partitions of class k member m holds
+    mean: float
+    eps: float  # tolerance x mean: the smallest gain balance acts on
+    bound: float  # the heaviest member carries at least this in any assignment (planner.load.max_load_bound)
+    budget: float  # voluntary move allowance (load or partitions), inf without a limit
+    budget_by_load: bool
+    count_lo: np.ndarray  # int64[M] count floor (0 without max_count_spread)
+    count_hi: int  # count ceiling (huge without max_count_spread)
+    spent: float = 0.0
+    pinned: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # int64[M] heavy partition or -1
+    goal: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M]
+    cap: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M] top of the goal band
+    index: tuple[np.ndarray, np.ndarray] | None = None  # CSR of partitions per member (rebuilt after bulk phases)
+    scans: int = 0  # parts_of calls answered by a scan since the index was dropped
+    added: dict[int, list[int]] = field(default_factory=dict)  # partitions moved to a member since the CSR
+
+    @classmethod
+    def keep(
+        cls,
+        group: GroupSpec,
+        tolerance: float,
+        max_move_share: float | None,
+        move_budget: MoveBudget,
+        max_count_spread: int | None,
+    ) -> LoadBuilder:
+        """Claim phase: every owned partition stays with its owner while that owner still subscribes to it."""
+        n_members = len(group.members)
+        w = partition_weights(group)
+        live = assignable(group)
+        topic = group.topic_of(np.arange(group.num_partitions))
+        sub = group.subscribed_matrix()
+        tclass, eligible = topic_classes(group)  # topics with the same subscribers, fewest subscribers first
+        pclass = tclass[topic]
+
+        rank = member_info_rank(group)
+        owned, _ = previous_owners(group)
+        held = owned >= 0
+        valid = held & sub[np.maximum(owned, 0), topic]
+        previous = np.where(valid, owned, -1).astype(np.int32)
+        owner = previous.copy()
+        total = float(w[live].sum())
+        mean = total / n_members
+        holds = _tally(pclass[valid], owner[valid], len(eligible), n_members)
+        count_lo = np.zeros(n_members, dtype=np.int64)
+        count_hi = np.iinfo(np.int64).max
+        if max_count_spread is not None:
+            # The window [lo, lo + spread] holding the mean count; a member whose topics hold fewer partitions
+            # than lo only needs what it can take.
+            n_live = int(live.sum())
+            lo = max(0, -(-n_live // n_members) - (max_count_spread + 1) // 2)
+            reachable = np.bincount(pclass[live], minlength=len(eligible)) @ eligible
+            count_lo = np.minimum(lo, reachable).astype(np.int64)
+            count_hi = lo + max_count_spread
+        if max_move_share is None:
+            budget = np.inf
+        else:
+            budget = max_move_share * (total if move_budget == "load" else float(live.sum()))
+        return cls(
+            w=w,
+            pclass=pclass,
+            classes=[np.flatnonzero(row) for row in eligible],
+            eligible=eligible,
+            rank=rank,
+            by_rank=np.argsort(rank),
+            previous=previous,
+            owner=owner,
+            pool=live & ~valid,
+            load=np.bincount(owner[valid], weights=w[valid], minlength=n_members).astype(np.float64),
+            count=np.bincount(owner[valid], minlength=n_members).astype(np.int64),
+            holds=holds,
+            mean=mean,
+            eps=tolerance * mean,
+            bound=_bound(eligible, pclass, w, live, n_members),
+            budget=budget,
+            budget_by_load=move_budget == "load",
+            count_lo=count_lo,
+            count_hi=count_hi,
+            pinned=np.full(n_members, -1, dtype=np.int64),
+        )
+
+    def cost(self, parts: np.ndarray, to: np.ndarray | int) -> np.ndarray:
+        """Budget each partition would use moving to `to`: its unit when it leaves its valid previous owner,
+        minus it when it returns there (orphans are free)."""
+        unit = self.w[parts] if self.budget_by_load else np.ones(len(parts))
+        prev = self.previous[parts]
+        now = (prev >= 0) & (self.owner[parts] != prev)
+        then = (prev >= 0) & (to != prev)
+        cost: NDArray[np.float64] = unit * (then.astype(np.float64) - now)
+        return cost
+
+    def affordable(self, extra: float) -> bool:
+        """Whether `extra` more voluntary movement stays within the budget."""
+        return self.spent + extra <= self.budget * (1 + 1e-12) + 1e-12
+
+    def move(self, parts: np.ndarray, to: np.ndarray) -> None:
+        """Give `parts` to `to` (member ids, or -1 to release them into the pool), keeping the tallies."""
+        parts = np.asarray(parts, dtype=np.int64)
+        to = np.broadcast_to(np.asarray(to, dtype=np.int32), parts.shape)
+        self.spent += float(self.cost(parts, to).sum())
+        n = len(self.load)
+        frm = self.owner[parts]
+        k = self.pclass[parts]
+        for members, sign in ((frm, -1), (to, 1)):
+            some = members >= 0
+            if len(parts) <= 64:  # a few: update in place; many: one tally per array
+                np.add.at(self.load, members[some], sign * self.w[parts][some])
+                np.add.at(self.count, members[some], sign)
+                np.add.at(self.holds, (k[some], members[some]), sign)
+                continue
+            self.load += sign * np.bincount(members[some], weights=self.w[parts][some], minlength=n)
+            self.count += sign * np.bincount(members[some], minlength=n)
+            self.holds += sign * _tally(k[some], members[some], *self.holds.shape)
+        self.owner[parts] = to
+        self.pool[parts] = to < 0
+        if self.index is not None:
+            for p, m in zip(parts.tolist(), to.tolist(), strict=True):
+                if m >= 0:
+                    self.added.setdefault(m, []).append(p)
+
+    def drop_index(self) -> None:
+        """Forget the per-member index before moving many partitions at once (it is rebuilt when needed)."""
+        self.index, self.scans, self.added = None, 0, {}
+
+    def parts_of(self, m: int) -> np.ndarray:
+        """Partitions member m holds now."""
+        if self.index is None and self.scans < _SCANS:
+            self.scans += 1
+            return np.flatnonzero(self.owner == m)
+        if self.index is None:
+            order = np.argsort(self.owner, kind="stable")
+            starts = np.searchsorted(self.owner[order], np.arange(len(self.load) + 1))
+            self.index, self.added = (order, starts), {}
+        order, starts = self.index
+        parts = order[starts[m] : starts[m + 1]]
+        if m in self.added:
+            parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
+        held: NDArray[np.int64] = parts[self.owner[parts] == m]
+        return held
+
+    def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
+        """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
+        if len(keys) == 1:  # without a sort: the smallest key, then the lowest rank among those holding it
+            tied = candidates[keys[0] == keys[0].min()]
+            return int(tied[np.argmin(self.rank[tied])])
+        return int(candidates[np.lexsort((self.rank[candidates], *reversed(keys)))[0]])
+
+    def lightest(self, allowed: np.ndarray, n: int = 1) -> np.ndarray:
+        """Per row of allowed (bool[..., M]) the n least-loaded allowed members, ties by MemberInfo order; -1 where
+        a row allows fewer (no sort of all members: a partial selection in MemberInfo order)."""
+        loads = np.where(allowed[..., self.by_rank], self.load[self.by_rank], np.inf)
+        if n == 1:
+            j = np.argmin(loads, axis=-1)[..., None]
+        else:
+            k = min(n, loads.shape[-1])
+            j = np.argpartition(loads, k - 1, axis=-1)[..., :k] if k < loads.shape[-1] else np.indices(loads.shape)[-1]
+            picked = np.take_along_axis(loads, j, axis=-1)
+            j = np.take_along_axis(j, np.lexsort((j, picked), axis=-1), axis=-1)
+        found = np.isfinite(np.take_along_axis(loads, j, axis=-1))
+        return np.where(found, self.by_rank[j], -1)
+
+
+def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:
+    """planner.load.max_load_bound with the pigeonhole term over the heaviest 8 x M partitions only (still sound;
+    a full sort of a million loads costs more than the rarely binding larger terms are worth)."""
+    top = w[live]
+    if len(top) > 8 * n_members:
+        top = top[np.argpartition(-top, 8 * n_members)[: 8 * n_members]]
+    class_load = np.bincount(pclass[live], weights=w[live], minlength=len(eligible))
+    return max_load_bound(eligible, class_load, -np.sort(-top), n_members)
+
+
+def _tally(k: np.ndarray, m: np.ndarray, n_classes: int, n_members: int) -> np.ndarray:
+    """int64[K, M]: how many of the (class, member) pairs fall on each cell."""
+    flat = k.astype(np.int64) * n_members + m
+    return np.bincount(flat, minlength=n_classes * n_members).reshape(n_classes, n_members).astype(np.int64)
+
+
+def pick(w: np.ndarray, want: float, limit: float) -> np.ndarray:
+    """Which of these partitions (loads heaviest first) to release: at least `want` load when possible, at most
+    `limit`, the least load, then the fewest partitions. Either the lightest single partition reaching `want`, or
+    the heaviest of those below `want` while they stay under it plus the lightest other one that closes the gap."""
+    usable = np.flatnonzero((w > 0) & (w <= limit))
+    if want <= 0 or len(usable) == 0:
+        return usable[:0]
+    ws = w[usable]
+    reaching = np.flatnonzero(ws >= want)
+    single = usable[reaching[-1:]]  # the lightest reaching partition (ties: the later, i.e. higher, id)
+    small = np.flatnonzero(ws < want)
+    sums = np.cumsum(ws[small])
+    j = int(np.searchsorted(sums, want, side="left"))
+    taken = small[:j]
+    got = float(sums[j - 1]) if j else 0.0
+    rest = np.setdiff1d(np.arange(len(ws)), taken, assume_unique=True)
+    closing = rest[(ws[rest] >= want - got) & (ws[rest] <= limit - got)]
+    if len(closing):
+        several: NDArray[np.int64] = usable[np.append(taken, closing[-1])]
+        if len(single) == 0 or w[several].sum() < w[single].sum():
+            return several
+    return single if len(single) else usable[taken]

@@ -1,0 +1,330 @@
+"""The balanced-load assignor's local search (`planner.assignors.balanced_load`): after placement, single moves
+and swaps between members until the group is settled.
+
+In the order the assignor runs them: `repair_counts` brings every member inside the count window
+(`max_count_spread`) by single moves; `improve` evens the load between the heaviest member that can give and the
+lightest one (a move, a swap, one heavy partition for a bundle of lighter ones, or a hand-on through a third
+member), each step lowering the sum of squared loads, until `settled`; `untangle` undoes crossed hand-overs of
+interchangeable partitions so fewer move. `settled` is also the assignor's test for leaving a group alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.assignors._load_builder import LoadBuilder, pick
+
+_DONORS = 8  # partners a member tries: the heaviest donors, or the lightest takers for a swap
+_BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of lighter ones
+
+
+def repair_counts(builder: LoadBuilder) -> None:
+    """With max_count_spread: members still above the ceiling or below the floor trade single partitions with the
+    member furthest the other way that may take them, the one keeping loads closest chosen."""
+    if builder.count_hi == np.iinfo(np.int64).max:
+        return
+    outside = (
+        np.maximum(builder.count - builder.count_hi, 0).sum() + np.maximum(builder.count_lo - builder.count, 0).sum()
+    )
+    for _ in range(int(outside)):  # each trade brings one member one partition closer to the window
+        over = np.flatnonzero(builder.count > builder.count_hi)
+        under = np.flatnonzero(builder.count < builder.count_lo)
+        if len(over):
+            a = builder.first_member(over, -builder.count[over])
+            takers = np.flatnonzero(builder.count < builder.count_hi)
+        elif len(under):
+            b = builder.first_member(under, builder.count[under])
+            givers = np.flatnonzero(
+                (builder.count > builder.count_lo) & builder.holds[builder.eligible[:, b]].any(axis=0)
+            )
+            takers = np.asarray([b])
+            a = builder.first_member(givers, -builder.count[givers]) if len(givers) else -1
+        else:
+            return
+        if a < 0 or not _count_move(builder, a, takers):
+            return
+
+
+def _count_move(builder: LoadBuilder, a: int, takers: np.ndarray) -> bool:
+    """Move one of a's partitions to the taker with the fewest partitions that may take it, the partition that
+    leaves the two loads closest; False when no taker subscribes to any of a's topics."""
+    parts = builder.parts_of(a)
+    if len(parts) == 0 or len(takers) == 0:
+        return False
+    takers = takers[takers != a]
+    b_of = np.full(len(builder.classes), -1, dtype=np.int64)
+    for k in np.unique(builder.pclass[parts]).tolist():
+        ok = takers[builder.eligible[k, takers]]
+        if len(ok):
+            b_of[k] = builder.first_member(ok, builder.count[ok], builder.load[ok])
+    b = b_of[builder.pclass[parts]]
+    parts, b = parts[b >= 0], b[b >= 0]
+    if len(parts) == 0:
+        return False
+    gap = np.abs((builder.load[a] - builder.w[parts]) - (builder.load[b] + builder.w[parts]))
+    i = int(np.lexsort((parts, gap))[0])
+    builder.move(parts[i : i + 1], b[i : i + 1])
+    return True
+
+
+def improve(builder: LoadBuilder) -> None:
+    """Moves and swaps until settled; each one lowers the sum of squared loads by at least 2 x eps x the load
+    it shifts, so the loop ends; the iteration cap bounds its time on huge groups."""
+    for _ in range(4 * len(builder.load) + 1000):
+        heaviest, lightest = _extremes(builder)
+        step = _best_give(builder, heaviest, builder.eps) or _best_take(builder, lightest, builder.eps)
+        if step is None:
+            return
+        builder.move(*step)
+
+
+def settled(builder: LoadBuilder) -> bool:
+    """Whether to leave the group as it is: counts inside their window, and neither the heaviest member can give
+    nor the lightest member take a partition (or swap) that evens them by 2 x eps. Hysteresis: once it must move,
+    `improve` evens the group to eps, so a group this assignor balanced is left alone next time."""
+    if np.any(builder.count > builder.count_hi) or np.any(builder.count < builder.count_lo):
+        return False
+    heaviest, lightest = _extremes(builder)
+    return (
+        _best_give(builder, heaviest, 2 * builder.eps) is None
+        and _best_take(builder, lightest, 2 * builder.eps) is None
+    )
+
+
+def _extremes(builder: LoadBuilder) -> tuple[int, int]:
+    """The heaviest member that has something to give and the lightest member, ties MemberInfo order.
+
+    A member holding a single partition cannot give it to a lighter member without that member ending heavier
+    than it was (a heavy partition alone on its member is where the bound puts it), so it is passed over.
+    """
+    givers = builder.count > 1
+    givers = givers if givers.any() else np.ones(len(builder.load), dtype=bool)
+    heaviest = np.where(givers[builder.by_rank], builder.load[builder.by_rank], -np.inf)
+    return int(builder.by_rank[np.argmax(heaviest)]), int(builder.by_rank[np.argmin(builder.load[builder.by_rank])])
+
+
+def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The move from member a to the lightest member eligible for the partition that evens the pair most, else
+    the best swap (single, then bundle) with one of the lightest members eligible for any of a's partitions; None
+    if none lands the receiver `eps` below a's load. Moves respect the count window, swaps keep counts."""
+    parts = builder.parts_of(a)
+    if len(parts) == 0:
+        return None
+    ks = builder.pclass[parts]
+    present = np.unique(ks)
+    others = np.ones(len(builder.load), dtype=bool)
+    others[a] = False
+    if builder.count[a] > builder.count_lo[a]:
+        receiver = np.full(len(builder.classes), -1, dtype=np.int64)
+        receiver[present] = builder.lightest(builder.eligible[present] & others & (builder.count < builder.count_hi))[
+            :, 0
+        ]
+        move = _best_move(builder, a, parts, receiver[ks], eps)
+        if move is not None:
+            return move
+    takers = builder.lightest(builder.eligible[present].any(axis=0) & others, _DONORS)
+    takers = takers[takers >= 0].tolist()
+    for b in takers:
+        swap = _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
+        if swap is not None:
+            return swap
+    for b in takers:
+        chain = _chain(builder, a, b, eps)
+        if chain is not None:
+            return chain
+    return None
+
+
+def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The move (or swap) to member b from one of the heaviest members holding partitions b may take."""
+    mine = builder.eligible[:, b]
+    donors = np.flatnonzero(builder.holds[mine].any(axis=0) & (builder.load > builder.load[b] + eps))
+    # A donor with one partition cannot give it without ending below b (it is its whole load).
+    donors = donors[builder.count[donors] > 1]
+    for a in donors[np.lexsort((builder.rank[donors], -builder.load[donors]))][:_DONORS].tolist():
+        move = None
+        if builder.count[b] < builder.count_hi and builder.count[a] > builder.count_lo[a]:
+            parts = builder.parts_of(a)
+            parts = parts[mine[builder.pclass[parts]]]
+            move = _best_move(builder, a, parts, np.full(len(parts), b), eps)
+        move = move or _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
+        if move is not None:
+            return move
+    return None
+
+
+def _best_move(
+    builder: LoadBuilder, a: int, parts: np.ndarray, to: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
+    most a's load minus eps (so the pair's max falls); ties by partition id. When that partition covers less than
+    half the gap by more than eps, several go to the same receiver at once (`pick` towards half the gap, at most
+    the gap minus eps): the same outcome as that many single moves, in one step."""
+    ok = to >= 0
+    parts, to = parts[ok], to[ok]
+    w = builder.w[parts]
+    gap = builder.load[a] - builder.load[to]
+    fine = (w > 0) & (w <= gap - eps)
+    if builder.budget < np.inf:
+        fine &= builder.spent + builder.cost(parts, to) <= builder.budget
+    if not fine.any():
+        return None
+    parts, to, w, gap = parts[fine], to[fine], w[fine], gap[fine]
+    i = int(np.lexsort((parts, np.abs(w - gap / 2)))[0])
+    b, half = int(to[i]), float(gap[i]) / 2
+    room = min(int(builder.count[a] - builder.count_lo[a]), builder.count_hi - int(builder.count[b]))
+    if w[i] >= half - eps or room < 2:
+        return parts[i : i + 1], to[i : i + 1]
+    same = parts[to == b]
+    same = same[np.lexsort((same, -builder.w[same]))]
+    several = same[pick(builder.w[same], half, 2 * half - eps)][:room]
+    if len(several) < 2 or not builder.affordable(float(builder.cost(several, b).sum())):
+        return parts[i : i + 1], to[i : i + 1]
+    return several, np.full(len(several), b)
+
+
+def _best_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """The swap of p (from a) and q (from b) that moves the least load per unit the pair's max falls; it must fall
+    by at least eps (the load difference d = w(p) - w(q) within [eps, gap - eps]), ties by partition ids."""
+    gap = float(builder.load[a] - builder.load[b])
+    if gap < 2 * eps:
+        return None
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b]]
+    theirs = theirs[builder.eligible[builder.pclass[theirs], a]]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    theirs = theirs[np.lexsort((theirs, builder.w[theirs]))]
+    wt, wm = builder.w[theirs], builder.w[mine]
+    at = np.searchsorted(wt, wm - gap / 2)
+    best: tuple[float, int, int] | None = None
+    for side in (at - 1, at):  # for each p, the partners on either side of the ideal w(p) - gap / 2
+        j = np.clip(side, 0, len(theirs) - 1)
+        d = wm - wt[j]
+        fine = (side >= 0) & (side < len(theirs)) & (d >= eps) & (d <= gap - eps)
+        if builder.budget < np.inf:
+            fine &= builder.spent + builder.cost(mine, b) + builder.cost(theirs[j], a) <= builder.budget
+        i = np.flatnonzero(fine)
+        if len(i) == 0:
+            continue
+        score = (wm[i] + wt[j[i]]) / np.minimum(d[i], gap - d[i])
+        k = int(np.lexsort((theirs[j[i]], mine[i], score))[0])
+        cand = (float(score[k]), int(mine[i[k]]), int(theirs[j[i[k]]]))
+        best = cand if best is None or cand < best else best
+    if best is None:
+        return None
+    return np.asarray([best[1], best[2]]), np.asarray([b, a])
+
+
+def _bundle_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """One of a's heaviest partitions for a bundle of b's lighter ones (the heaviest of them first) worth about
+    half the gap less, when no single move or swap helps (three 30s against a 30 and many 1s); same rules."""
+    gap = float(builder.load[a] - builder.load[b])
+    if gap < 2 * eps:
+        return None
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b]]
+    theirs = theirs[builder.eligible[builder.pclass[theirs], a] & (builder.w[theirs] > 0)]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    mine = mine[np.lexsort((mine, -builder.w[mine]))][:_BUNDLE_TRIES]
+    theirs = theirs[np.lexsort((theirs, -builder.w[theirs]))]
+    best: tuple[float, int, int, np.ndarray] | None = None
+    for p in mine.tolist():
+        wp = float(builder.w[p])
+        fits = theirs[builder.w[theirs] <= wp - eps]  # a bundle member weighing more would leave nothing to gain
+        sums = np.cumsum(builder.w[fits])
+        k = int(np.searchsorted(sums, wp - gap / 2, side="right"))  # the heaviest prefix up to the ideal
+        for n in (k, k + 1):
+            if n == 0 or n > len(fits):
+                continue
+            d = wp - float(sums[n - 1])
+            if not eps <= d <= gap - eps:
+                continue
+            if builder.count[a] + n - 1 > builder.count_hi or builder.count[b] - (n - 1) < builder.count_lo[b]:
+                continue
+            if builder.budget < np.inf and not builder.affordable(
+                float(builder.cost(np.asarray([p]), b).sum() + builder.cost(fits[:n], a).sum())
+            ):
+                continue
+            cand = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
+            best = cand if best is None or cand[:3] < best[:3] else best
+    if best is None:
+        return None
+    return np.append(best[2], best[3]), np.append(b, np.full(best[1], a))
+
+
+def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """a gives p to b while b passes q (of a topic class a cannot take) on to the lightest member eligible for it:
+    with overlapping subscriptions the heaviest member may reach only members about as loaded, who can pass load on.
+    Valid when a, b and the third member all end at least eps below a's load; least load moved per unit gained."""
+    if builder.count[a] <= builder.count_lo[a]:
+        return None
+    mine, theirs = builder.parts_of(a), builder.parts_of(b)
+    mine = mine[builder.eligible[builder.pclass[mine], b] & (builder.w[mine] > 0)]
+    theirs = theirs[builder.w[theirs] > 0]
+    if len(mine) == 0 or len(theirs) == 0:
+        return None
+    third = builder.count < builder.count_hi
+    third[[a, b]] = False
+    present = np.unique(builder.pclass[theirs])
+    onward = np.full(len(builder.classes), -1, dtype=np.int64)
+    onward[present] = builder.lightest(builder.eligible[present] & third)[:, 0]
+    c = onward[builder.pclass[theirs]]
+    theirs, c = theirs[c >= 0], c[c >= 0]
+    if len(theirs) == 0:
+        return None
+    mine = mine[np.lexsort((mine, builder.w[mine]))]
+    wm, wq = builder.w[mine], builder.w[theirs]
+    la, lb, lc = float(builder.load[a]), float(builder.load[b]), builder.load[c]
+    at = np.searchsorted(wm, (la - lb + wq) / 2)  # for each q, the p evening a and b
+    best: tuple[float, int, int] | None = None
+    for side in (at - 1, at):
+        i = np.clip(side, 0, len(mine) - 1)
+        top = np.maximum(np.maximum(la - wm[i], lb + wm[i] - wq), lc + wq)
+        fine = (side >= 0) & (side < len(mine)) & (top <= la - eps)
+        if builder.budget < np.inf:
+            fine &= builder.spent + builder.cost(mine[i], b) + builder.cost(theirs, c) <= builder.budget
+        j = np.flatnonzero(fine)
+        if len(j) == 0:
+            continue
+        score = (wm[i[j]] + wq[j]) / (la - top[j])
+        k = int(np.lexsort((theirs[j], mine[i[j]], score))[0])
+        cand = (float(score[k]), int(mine[i[j[k]]]), int(j[k]))
+        best = cand if best is None or cand < best else best
+    if best is None:
+        return None
+    return np.asarray([best[1], theirs[best[2]]]), np.asarray([b, c[best[2]]])
+
+
+def untangle(builder: LoadBuilder) -> None:
+    """Undo crossed hand-overs: partitions of one topic class and one load are interchangeable, so among those
+    that changed hands each member first gets back its own previous ones (as many as it holds of the kind now),
+    and the rest fill the remaining places, lowest ids first. Loads and counts stay as they are; only fewer
+    partitions move (shed partitions re-placed, or equal loads such as unit loads, cross over easily)."""
+    parts = np.flatnonzero((builder.owner >= 0) & (builder.owner != builder.previous))
+    n = len(builder.load) + 1  # member ids, and n - 1 for "no previous owner"
+    prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
+    parts = parts[np.lexsort((parts, prev, builder.w[parts], builder.pclass[parts]))]
+    kind_key = np.stack([builder.pclass[parts].astype(np.float64), builder.w[parts]])
+    kind = np.cumsum(np.concatenate([[True], np.any(kind_key[:, 1:] != kind_key[:, :-1], axis=0)])) - 1
+    shared = np.bincount(kind)[kind] > 1  # a kind of one partition has nothing to exchange
+    parts, kind = parts[shared], kind[shared].astype(np.int64)
+    if len(parts) == 0:
+        return
+    prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
+    held = kind * n + builder.owner[parts]  # (kind, member now): the places
+    cells, places = np.unique(held, return_counts=True)
+    was = kind * n + prev  # (kind, previous member), sorted by the order above
+    at = np.minimum(np.searchsorted(cells, was), len(cells) - 1)
+    room = np.where((prev < n - 1) & (cells[at] == was), places[at], 0)
+    home = np.arange(len(parts)) - np.searchsorted(was, was) < room
+    free = places - np.bincount(at[home], minlength=len(cells))
+    rest = parts[~home]  # already in (kind, id) order within each previous owner: re-sort by (kind, id)
+    rest = rest[np.lexsort((rest, kind[~home]))]
+    target = np.empty(len(builder.w), dtype=np.int64)
+    target[parts[home]] = prev[home]
+    target[rest] = np.repeat(cells % n, free)  # the free places, kind by kind, member by member
+    change = parts[target[parts] != builder.owner[parts]]
+    if len(change):
+        builder.move(change, target[change])
