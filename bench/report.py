@@ -18,7 +18,8 @@ from pathlib import Path
 
 from jobs.io.lake import Lake, rows_table
 from jobs.report import render_generation, render_index, write_reports
-from jobs.report.collect import BATCHED, collect_many, histories, projected
+from jobs.report.arrow_batch import BATCHED, projected
+from jobs.report.page_content import collect_many, histories
 from jobs.report.reader import indexed
 from jobs.report.write import batches
 

@@ -354,7 +354,7 @@ def _report(args: argparse.Namespace) -> int:
     from jobs.config import Config
     from jobs.io.lake import Lake
     from jobs.report import write_reports
-    from jobs.report.collect import projected
+    from jobs.report.arrow_batch import projected
 
     if args.generation is not None and args.group is None:
         raise InputError("--generation needs --group")

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from jobs.report.collect import PARTITIONS_SHOWN, TODAY, GenerationReport, distinct, heaviest
+from jobs.report.arrow_batch import distinct
+from jobs.report.page_content import PARTITIONS_SHOWN, TODAY, GenerationReport, heaviest
 
 Figure = dict[str, Any]
 

@@ -20,8 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.report import figures
-from jobs.report.collect import PARTITIONS_SHOWN, GenerationReport, Rows, key_text
+from jobs.report.arrow_batch import Rows
 from jobs.report.figures import Figure
+from jobs.report.page_content import PARTITIONS_SHOWN, GenerationReport, key_text
 from schemas.status import GenerationStatus
 
 PLOTLY_SRC = "../plotly.min.js"
@@ -123,7 +124,7 @@ def render_index(
     plotly_src: str = PLOTLY_SRC,
     page: Callable[[int], str] = lambda n: f"generation-{n}.html",
 ) -> str:
-    """A group's page: every generation (newest first, from `collect.history`) with a link to its page."""
+    """A group's page: every generation (newest first, from `page_content.history`) with a link to its page."""
     header = _crumbs([("../index.html", "All groups")], group_id) + f"<h1>{escape(group_id)}</h1>"
     rows = [g | {"link": page(g["generation_id"])} for g in generations]
     table = _table(
@@ -159,7 +160,7 @@ def render_index(
 
 
 def render_groups(groups: Rows, links: Mapping[str, str]) -> str:
-    """The top page: every group (from `collect.groups`) with its latest generation, linked to the group's page."""
+    """The top page: every group (from `page_content.groups`) with its latest generation, linked to the group's page."""
     rows = [g | {"link": links[g["group_id"]]} for g in groups]
     table = _table(
         rows,

@@ -20,7 +20,8 @@ import plotly
 import pyarrow as pa
 
 from jobs.report import html
-from jobs.report.collect import BATCHED, Rows, collect_many, groups, histories, rows
+from jobs.report.arrow_batch import BATCHED, Rows, rows
+from jobs.report.page_content import collect_many, groups, histories
 from jobs.report.reader import Read, indexed
 from planner.errors import InputError, SourceError
 

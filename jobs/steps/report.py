@@ -10,7 +10,7 @@ from pathlib import Path
 
 from jobs.context import RunContext
 from jobs.report import write_reports
-from jobs.report.collect import projected
+from jobs.report.arrow_batch import projected
 from jobs.report.write import folder_name
 
 

@@ -32,8 +32,9 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from jobs.report import collect, figures, render_generation, write, write_reports
-from jobs.report.collect import BATCHED, PARTITIONS_SHOWN, PLAN_COLUMNS, collect_many, history, projected
+from jobs.report.arrow_batch import BATCHED, PLAN_COLUMNS, projected
 from jobs.report.html import MOVES_SHOWN
+from jobs.report.page_content import PARTITIONS_SHOWN, collect_many, history
 from jobs.report.reader import indexed
 from jobs.report.write import NAME_MAX, folder_name
 from jobs.steps import gate, ingest, plan, publish
@@ -232,7 +233,7 @@ def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path,
 def test_pages_are_the_same_when_member_loads_are_tallied_a_few_rows_at_a_time(built, tmp_path, monkeypatch):
     lake, _ = built
     whole = write_reports(projected(lake.read_arrow), tmp_path / "whole")
-    monkeypatch.setattr(importlib.import_module("jobs.report.collect"), "TALLY_ROWS", 3)
+    monkeypatch.setattr(importlib.import_module("jobs.report.page_content"), "TALLY_ROWS", 3)
     chunked = write_reports(projected(lake.read_arrow), tmp_path / "chunked")
     assert all(c.read_bytes() == w.read_bytes() for c, w in zip(chunked, whole, strict=True))
 

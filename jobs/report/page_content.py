@@ -1,4 +1,4 @@
-"""Everything a generation's report shows, gathered from the lake: per-partition data as Arrow tables, the rest
+"""What a generation's page shows, gathered from the lake: per-partition data as Arrow tables, the rest
 as plain data (lists of row dicts).
 
 `collect_many` gathers many generations at once: each table is read once for all of them (a lookup names every
@@ -9,27 +9,63 @@ per generation and step costs 10-300 us whatever the size, which was most of the
 so they run without Spark. Columns that the tables gain later (migration readiness, approval, verification status,
 load source ...) are carried along when a table has them and skipped when it does not. Per-partition data stays
 Arrow (joins, group-bys) since a group may have a million partitions; only what a page shows (capped at
-PARTITIONS_SHOWN bars, MOVES_SHOWN moves) becomes Python rows. Joins and group-bys run on the calling thread: on a
-batch's tables Acero's thread pool cost a quarter more CPU than it saved.
+PARTITIONS_SHOWN bars, MOVES_SHOWN moves) becomes Python rows. How a batch is read and aligned in Arrow (columns,
+lookups, pairs, slots) is `jobs.report.arrow_batch`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake.exceptions import TableNotFoundError
 
+from jobs.report.arrow_batch import (
+    FINGERPRINT_COLUMNS,
+    GROUP_FIELD,
+    GROUP_KEYS,
+    HOT_KEY_COLUMNS,
+    KEY,
+    OFFSET_SCHEMA,
+    PAIR,
+    PAIR_KEY,
+    PLAN_COLUMNS,
+    PLAN_SCHEMA,
+    READ_COLUMNS,
+    SKEW_COLUMNS,
+    SKEW_KEYS,
+    SKEW_SCHEMA,
+    SLOT,
+    SNAPSHOT_COLUMNS,
+    SNAPSHOT_KEYS,
+    SNAPSHOT_SCHEMA,
+    TOPIC_PARTITION_FIELDS,
+    Rows,
+    Slots,
+    by_topic,
+    decoded,
+    distinct,
+    distinct_rows,
+    first_at,
+    grouped_by,
+    left_joined,
+    load_of,
+    lookup_terms,
+    of_generations,
+    rows,
+    split_by_pair,
+    table,
+    take_rows,
+    typed,
+    with_pairs,
+)
 from jobs.report.reader import Filters, Read
 from planner.errors import InputError
-
-Rows = list[dict[str, Any]]
 
 GENERATION_COLUMNS = (
     "group_id",
@@ -48,69 +84,17 @@ GENERATION_COLUMNS = (
 
 HOT_KEYS_SHOWN = 10
 HISTORY_COLUMNS = ("max_mean_load", "partitions_moved", "members", "partitions")
-PAIR = "pair"
 TALLY_ROWS = 1 << 20  # plan rows whose partitions' loads are looked up at once
-ROW = "row"
-SLOT = "slot"
-GROUP_KEYS = ("group_id", "generation_id")
-SNAPSHOT_KEYS = ("group_id", "snapshot_id")
-SKEW_KEYS = ("run_id", "topic")
-PLAN_COLUMNS = (*GROUP_KEYS, "strategy", "topic", "partition", "member", "previous_member", "phase", "weight")
-SKEW_COLUMNS = (*SKEW_KEYS, "partitioner", "partition_count", "current", "partition", "load", "messages")
-HOT_KEY_COLUMNS = (*SKEW_KEYS, "partition_count", "rank", "key", "messages", "share", "partition")
-FINGERPRINT_COLUMNS = ("topic", "partitioner", "share", "observed_messages", "explained_messages")
 TODAY = "today"
-KEY = ["topic", "partition"]
-PAIR_KEY = [PAIR, *KEY]
 SORTED = [("topic", "ascending"), ("partition", "ascending")]
 PARTITIONS_SHOWN = 2000
 """Per-partition bars a chart draws (of one topic's count in a what-if chart): beyond it, the heaviest ones."""
 
-_TOPIC_PARTITION = [pa.field("topic", pa.string()), pa.field("partition", pa.int64())]
-_GROUP = pa.field("group_id", pa.string())
-_TEXT = pa.dictionary(pa.int32(), pa.string())
-PLAN_SCHEMA = pa.schema(
-    [_GROUP, pa.field("generation_id", pa.int64()), pa.field("strategy", _TEXT)]
-    + [pa.field("topic", _TEXT), pa.field("partition", pa.int64())]
-    + [pa.field(c, _TEXT) for c in ("member", "previous_member", "phase")]
-    + [pa.field("weight", pa.float64())]
-)
-"""Plan rows as the report holds them: texts as dictionaries (a batch has many rows and few distinct members,
-topics and strategies); only the chosen candidate's rows are decoded."""
-SKEW_SCHEMA = pa.schema(
-    [pa.field(c, pa.string()) for c in (*SKEW_KEYS, "partitioner")]
-    + [pa.field("partition_count", pa.int64()), pa.field("current", pa.bool_()), pa.field("partition", pa.int64())]
-    + [pa.field("load", pa.float64()), pa.field("messages", pa.float64())]
-)
-OFFSET_SCHEMA = pa.schema(
-    [_GROUP, pa.field("snapshot_id", pa.string()), *_TOPIC_PARTITION]
-    + [pa.field(c, pa.float64()) for c in ("committed", "end_offset", "lag")]
-)
-SNAPSHOT_SCHEMA = pa.schema(
-    [_GROUP]
-    + [pa.field(c, pa.string()) for c in ("snapshot_id", "member_id")]
-    + [pa.field("assignment", pa.list_(pa.struct(_TOPIC_PARTITION)))]
-)
 MOVE_SCHEMA = pa.schema(
-    [pa.field("round", pa.int64()), pa.field("action", pa.string()), *_TOPIC_PARTITION]
+    [pa.field("round", pa.int64()), pa.field("action", pa.string()), *TOPIC_PARTITION_FIELDS]
     + [pa.field("previous_member", pa.string()), pa.field("member", pa.string()), pa.field("load", pa.float64())]
 )
 _PAIRED_MOVES = pa.schema([pa.field(PAIR, pa.int64()), *MOVE_SCHEMA])
-SNAPSHOT_COLUMNS = tuple(SNAPSHOT_SCHEMA.names)
-BATCHED = frozenset(
-    {"plans", "snapshots", "partition_offsets", "gate_results"}
-    | {"key_skew", "key_skew_summary", "key_skew_hot_keys", "key_skew_fingerprint"}
-)
-"""The tables `collect_many` reads by the batch's generations, snapshots or runs: a lake with history has many
-more rows than one run, and those with a row per partition are large even for one run."""
-READ_COLUMNS = {
-    "plans": PLAN_COLUMNS,
-    "snapshots": SNAPSHOT_COLUMNS,
-    "key_skew": SKEW_COLUMNS,
-    "key_skew_hot_keys": HOT_KEY_COLUMNS,
-    "key_skew_fingerprint": (*SKEW_KEYS, *FINGERPRINT_COLUMNS),
-}
-"""The columns a report uses of the tables it does not show whole (snapshots have 25, the report needs 4)."""
 
 
 @dataclass(frozen=True)
@@ -167,15 +151,6 @@ class _Batch:
     gate: dict[tuple[Any, ...], Rows]
 
 
-def projected(read_arrow: Callable[..., pa.Table]) -> Read:
-    """A `read` from `Lake.read_arrow` that reads only READ_COLUMNS, and plans with their texts as dictionaries."""
-
-    def read(name: str, filters: Filters = None) -> pa.Table:
-        return read_arrow(name, filters, READ_COLUMNS.get(name), decode=name != "plans")
-
-    return read
-
-
 def collect(read: Read, group_id: str, generation_id: int) -> GenerationReport:
     """Gather one generation's report from the lake; InputError when the lake has no such generation."""
     return collect_many(read, [(group_id, int(generation_id))])[0]
@@ -192,20 +167,20 @@ def collect_many(read: Read, wanted: Sequence[tuple[str, int]]) -> list[Generati
 
 def _gather(read: Read, found: Rows) -> _Batch:
     """What the pages of `found` generations show: each table read once, each per-partition step one Arrow call."""
-    by_generation = _lookup(found, GROUP_KEYS)
-    metrics = _by_key(rows(read, "plan_metrics", by_generation), GROUP_KEYS)
+    by_generation = lookup_terms(found, GROUP_KEYS)
+    metrics = grouped_by(rows(read, "plan_metrics", by_generation), GROUP_KEYS)
     pairs, parameters = _pairs(found, metrics), [_parameters(g) for g in found]
     # Per-partition data stays Arrow end to end (a million-partition group has millions of plan rows).
-    plans = _of_generations(typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA), pairs)
+    plans = of_generations(typed(table(read, "plans", by_generation, PLAN_COLUMNS), PLAN_SCHEMA), pairs)
     chosen = pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR)))
-    target = _decoded(plans.filter(chosen))
+    target = decoded(plans.filter(chosen))
     plans = plans.select([PAIR, "strategy", "topic", "partition", "member"]).unify_dictionaries()  # for group-bys
     roster, owners = _today(read, pairs)
     topics = _topics(plans, owners, pairs)
-    by_topic = _lookup(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
+    by_topic = lookup_terms(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
     skew = typed(table(read, "key_skew", by_topic, SKEW_COLUMNS), SKEW_SCHEMA)
-    measured = _paired(_measured(skew), topics, SKEW_KEYS)
-    slots = _Slots(topics, [target, owners, measured])
+    measured = with_pairs(_measured(skew), topics, SKEW_KEYS)
+    slots = Slots(topics, [target, owners, measured])
     partitions = partition_loads(slots, target, owners, measured, _lags(read, pairs), _weighted(parameters))
     per_member = _per_member(slots, owners, plans, partitions)
     return _Batch(
@@ -214,23 +189,23 @@ def _gather(read: Read, found: Rows) -> _Batch:
         metrics=metrics,
         topics=_topic_lists(topics),
         members=_members(roster, per_member),
-        partitions=_split(partitions, len(found)),
-        moves=_split(moves(slots, target, partitions), len(found)),
+        partitions=split_by_pair(partitions, len(found)),
+        moves=split_by_pair(moves(slots, target, partitions), len(found)),
         per_member=per_member,
         lag=(_lag_sums(partitions, "owner"), _lag_sums(partitions, "member")),
         notes=_notes(partitions, owners, len(found)),
         what_if={run: _what_if(skew.filter(pc.equal(skew.column("run_id"), run))) for run in distinct(skew, "run_id")},
         skew=_skew_rows(read, by_topic),
-        gate=_by_key(rows(read, "gate_results", by_generation), GROUP_KEYS),
+        gate=grouped_by(rows(read, "gate_results", by_generation), GROUP_KEYS),
     )
 
 
 def _skew_rows(read: Read, by_topic: Filters) -> dict[str, dict[tuple[Any, ...], Rows]]:
     """The key-skew summary, hot keys and fingerprints of the batch's runs and topics, by (run, topic)."""
     return {
-        "summary": _by_key(rows(read, "key_skew_summary", by_topic), SKEW_KEYS),
-        "hot_keys": _by_key(rows(read, "key_skew_hot_keys", by_topic, HOT_KEY_COLUMNS), SKEW_KEYS),
-        "fingerprint": _by_key(
+        "summary": grouped_by(rows(read, "key_skew_summary", by_topic), SKEW_KEYS),
+        "hot_keys": grouped_by(rows(read, "key_skew_hot_keys", by_topic, HOT_KEY_COLUMNS), SKEW_KEYS),
+        "fingerprint": grouped_by(
             rows(read, "key_skew_fingerprint", by_topic, READ_COLUMNS["key_skew_fingerprint"]), SKEW_KEYS
         ),
     }
@@ -296,37 +271,8 @@ def groups(read: Read) -> Rows:
     return [latest[g] | {"generations": count[g]} for g in sorted(latest)]
 
 
-def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> Rows:
-    """A table's rows as dicts (only `columns`, those the table has, when given); a missing table reads as empty."""
-    return table(read, name, filters, columns).to_pylist()
-
-
-def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> pa.Table:
-    """A table's rows (only `columns`, those the table has, when given); a missing table reads as no columns."""
-    if filters and any(value is None if op == "=" else not value for _, op, value in filters):
-        return pa.table({})  # a lookup on a missing id (e.g. no run id) or on no ids matches nothing
-    try:
-        found = read(name, list(filters) if filters else None)
-    except TableNotFoundError:
-        return pa.table({})
-    # Selecting first spares converting columns nobody shows (timestamps cost most) into Python objects.
-    return found.select([c for c in columns if c in found.column_names]) if columns else found
-
-
-def typed(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`data` with exactly `schema`'s columns and types, so later steps need not ask which columns a lake has."""
-    n = data.num_rows
-    columns = [data.column(f.name).cast(f.type) if f.name in data.column_names else pa.nulls(n, f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def distinct(data: pa.Table, column: str) -> list[Any]:
-    """The distinct values of a column (none when the table lacks it)."""
-    return pc.unique(data.column(column)).to_pylist() if column in data.column_names else []
-
-
 def partition_loads(
-    slots: _Slots, target: pa.Table, owners: pa.Table, measured: pa.Table, lags: pa.Table, weighted: pa.Table
+    slots: Slots, target: pa.Table, owners: pa.Table, measured: pa.Table, lags: pa.Table, weighted: pa.Table
 ) -> pa.Table:
     """Today's load of every partition of every pair: the run's key-skew messages, else the plan's weight, else 1.0.
 
@@ -336,16 +282,17 @@ def partition_loads(
     held = [slots.of(t) for t in (target, owners, measured)]
     every = np.unique(np.concatenate(held))
     every = every[every >= 0]
-    planned = _first_at(every, held[0])
-    weight, measured_load = _take(target, "weight", planned), _take(measured, "measured", _first_at(every, held[2]))
+    planned = first_at(every, held[0])
+    weight = take_rows(target, "weight", planned)
+    measured_load = take_rows(measured, "measured", first_at(every, held[2]))
     listed = pa.array(np.isin(slots.codes_of(every), slots.codes(weighted)))
     by_weight = pc.and_kleene(pc.is_valid(weight), pc.or_kleene(listed, pc.not_equal(weight, 1.0)))
     load = pc.if_else(pc.is_valid(measured_load), measured_load, pc.if_else(by_weight, weight, 1.0))
     source = pc.if_else(pc.is_valid(measured_load), "key skew", pc.if_else(by_weight, "plan weight", "uniform"))
     out = slots.table(every).append_column("load", load).append_column("source", source)
-    out = out.append_column("owner", _take(owners, "member", _first_at(every, held[1])))
-    out = out.append_column("member", _take(target, "member", planned))
-    out = out.append_column("lag", _take(lags, "lag", _first_at(every, slots.of(lags))))
+    out = out.append_column("owner", take_rows(owners, "member", first_at(every, held[1])))
+    out = out.append_column("member", take_rows(target, "member", planned))
+    out = out.append_column("lag", take_rows(lags, "lag", first_at(every, slots.of(lags))))
     return out.append_column(SLOT, pa.array(every))
 
 
@@ -366,7 +313,7 @@ def member_loads(
 
 
 def _per_member(
-    slots: _Slots, owners: pa.Table, plans: pa.Table, partitions: pa.Table
+    slots: Slots, owners: pa.Table, plans: pa.Table, partitions: pa.Table
 ) -> dict[int, dict[tuple[str, str], Any]]:
     """Per pair, (assignment, member) -> (partitions, load), today's and every candidate's (unknown load: 1.0)."""
     out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
@@ -380,7 +327,7 @@ def _per_member(
     return out
 
 
-def _tally(slots: _Slots, held: pa.Table, by: list[str], partitions: pa.Table) -> Iterator[tuple[Any, ...]]:
+def _tally(slots: Slots, held: pa.Table, by: list[str], partitions: pa.Table) -> Iterator[tuple[Any, ...]]:
     """(*by, partitions, load) of the rows of `held` per distinct `by` (a partition without a load weighs 1.0).
 
     Counted TALLY_ROWS rows at a time, then the partial counts and sums added up: the slot lookup of five
@@ -390,9 +337,9 @@ def _tally(slots: _Slots, held: pa.Table, by: list[str], partitions: pa.Table) -
     for start in range(0, held.num_rows, TALLY_ROWS):
         chunk = held.slice(start, TALLY_ROWS)
         loads = pa.table({c: chunk.column(c) for c in by}).append_column(
-            "load", pc.fill_null(_load_of(partitions, slots.of(chunk)), 1.0)
+            "load", pc.fill_null(load_of(partitions, slots.of(chunk)), 1.0)
         )
-        parts.append(_decoded(loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])))
+        parts.append(decoded(loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])))
     if not parts:
         return iter(())
     summed = {c: parts[0].column(c) for c in [*by, "load_count", "load_sum"]}
@@ -406,14 +353,14 @@ def _tally(slots: _Slots, held: pa.Table, by: list[str], partitions: pa.Table) -
     return zip(*(column.to_pylist() for column in summed.values()), strict=True)
 
 
-def moves(slots: _Slots, target: pa.Table, partitions: pa.Table) -> pa.Table:
+def moves(slots: Slots, target: pa.Table, partitions: pa.Table) -> pa.Table:
     """The chosen plans' partition movements in rebalance order, per pair (columns pair and MOVE_SCHEMA's).
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in round 1 and assigned in round 2
     (the follow-up rebalance); eager protocols move it within one rebalance. Unowned partitions are assigned in
     round 1 either way.
     """
-    rows = target.append_column("load", _load_of(partitions, slots.of(target)))
+    rows = target.append_column("load", load_of(partitions, slots.of(target)))
     previous = rows.column("previous_member")
     revoke = pc.fill_null(pc.equal(rows.column("phase"), "revoke"), False)
     unowned = pc.and_(pc.invert(revoke), pc.is_null(previous))
@@ -489,83 +436,10 @@ def key_text(key: Any) -> str:
     return text if text is not None and text.isprintable() else "0x" + bytes(key).hex()
 
 
-class _Slots:
-    """Every (pair, topic, partition) of a batch as one int64, its slot, in (pair, topic, partition) order: the pair
-    and topic numbered together (in sorted order), times the batch's span of partitions, plus the partition.
-
-    Lookups by slot are NumPy searches in sorted arrays, where Acero joins on the three columns cost several times
-    more and copy their string columns.
-    """
-
-    def __init__(self, topics: pa.Table, tables: Sequence[pa.Table]) -> None:
-        names = pc.unique(topics.column("topic"))
-        self.names = names.take(pc.sort_indices(names))
-        self.known = np.unique(self.codes(topics))
-        partitions = [pc.min_max(t.column("partition")).as_py() for t in tables]
-        low = min((p["min"] for p in partitions if p["min"] is not None), default=0)
-        high = max((p["max"] for p in partitions if p["max"] is not None), default=0)
-        self.low, self.span = low, high - low + 1
-
-    def codes(self, data: pa.Table) -> np.ndarray:
-        """The (pair, topic) number of each row: pair x topics + the topic's position; -1 for another topic."""
-        at = pc.fill_null(pc.index_in(data.column("topic"), value_set=self.names), -1).to_numpy()
-        pair = data.column(PAIR).to_numpy()
-        return np.where(at >= 0, pair * len(self.names) + at, -1)
-
-    def of(self, data: pa.Table) -> np.ndarray:
-        """The slot of each row of `data` (pair, topic, partition); -1 for a (pair, topic) the batch lacks."""
-        codes = self.codes(data)
-        at = np.searchsorted(self.known, codes).clip(max=max(len(self.known) - 1, 0))
-        known = (codes >= 0) & (self.known[at] == codes) if len(self.known) else np.zeros(len(codes), bool)
-        partition = data.column("partition")
-        known &= pc.is_valid(partition).to_numpy(zero_copy_only=False)
-        offset = pc.fill_null(partition, self.low).to_numpy() - self.low
-        return np.where(known, at * self.span + offset, -1)
-
-    def codes_of(self, slots: np.ndarray) -> np.ndarray:
-        """The (pair, topic) number of each slot."""
-        return self.known[slots // self.span]
-
-    def table(self, slots: np.ndarray) -> pa.Table:
-        """The pair, topic and partition of each slot."""
-        pair, topic = np.divmod(self.codes_of(slots), len(self.names))
-        partition = slots % self.span + self.low
-        return pa.table({PAIR: pair, "topic": self.names.take(topic), "partition": partition})
-
-
-def _first_at(slots: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """For each slot (sorted, distinct), the first row whose slot in `held` it is; -1 where no row holds it."""
-    found, first = np.unique(held, return_index=True)
-    if not len(found):
-        return np.full(len(slots), -1)
-    at = np.searchsorted(found, slots).clip(max=len(found) - 1)
-    return np.where(found[at] == slots, first[at], -1)
-
-
-def _decoded(data: pa.Table) -> pa.Table:
-    """`data` with its dictionary columns as plain values."""
-    types = [f.type.value_type if pa.types.is_dictionary(f.type) else f.type for f in data.schema]
-    return data.cast(pa.schema([f.with_type(t) for f, t in zip(data.schema, types, strict=True)]))
-
-
-def _take(data: pa.Table, column: str, rows: np.ndarray) -> pa.Array:
-    """`column`'s value at each row number (null at -1)."""
-    return data.column(column).take(pa.array(rows, mask=rows < 0))
-
-
-def _load_of(partitions: pa.Table, slots: np.ndarray) -> pa.Array:
-    """The load of each slot's partition (null for a slot the batch has no partition of)."""
-    every = partitions.column(SLOT).to_numpy()
-    if not len(every):
-        return pa.nulls(len(slots), pa.float64())
-    at = np.searchsorted(every, slots).clip(max=len(every) - 1)
-    return _take(partitions, "load", np.where(every[at] == slots, at, -1))
-
-
 def _generations(read: Read, wanted: Sequence[tuple[str, int]]) -> Rows:
     """The `generations` row of each wanted pair, in order; InputError naming the first the lake lacks."""
     asked = [{"group_id": group_id, "generation_id": int(generation_id)} for group_id, generation_id in wanted]
-    found = _by_key(rows(read, "generations", _lookup(asked, GROUP_KEYS)), GROUP_KEYS)
+    found = grouped_by(rows(read, "generations", lookup_terms(asked, GROUP_KEYS)), GROUP_KEYS)
     for group_id, generation_id in (tuple(g.values()) for g in asked):
         if (group_id, generation_id) not in found:
             raise InputError(f"generations: group {group_id!r} has no generation {generation_id}")
@@ -573,7 +447,7 @@ def _generations(read: Read, wanted: Sequence[tuple[str, int]]) -> Rows:
 
 
 _PAIRS = pa.schema(
-    [pa.field(PAIR, pa.int64()), _GROUP, pa.field("generation_id", pa.int64())]
+    [pa.field(PAIR, pa.int64()), GROUP_FIELD, pa.field("generation_id", pa.int64())]
     + [pa.field(c, pa.string()) for c in ("run_id", "snapshot_id", "chosen")]
 )
 
@@ -588,61 +462,6 @@ def _pairs(found: Rows, metrics: dict[tuple[Any, ...], Rows]) -> pa.Table:
 def _chosen(generation: dict[str, Any], metrics: Rows) -> str | None:
     """The generation's chosen strategy: as published, else the candidate marked chosen."""
     return generation.get("chosen_strategy") or next((m["strategy"] for m in metrics if m.get("chosen")), None)
-
-
-def _lookup(found: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[tuple[str, str, list[Any]]]:
-    """Filter terms naming every value `found` rows hold in `columns` (nulls left out: they match nothing)."""
-    values: dict[str, set[Any]] = {c: set() for c in columns}
-    for r in found:
-        for c in columns:
-            values[c].add(r.get(c))
-    return [(c, "in", sorted(values[c] - {None})) for c in columns]
-
-
-def _by_key(found: Rows, keys: Sequence[str]) -> dict[tuple[Any, ...], Rows]:
-    """Rows grouped by their values of `keys`, in table order."""
-    out: dict[tuple[Any, ...], Rows] = defaultdict(list)
-    for r in found:
-        out[tuple(r.get(k) for k in keys)].append(r)
-    return out
-
-
-def _paired(data: pa.Table, pairs: pa.Table, keys: Sequence[str], *, ordered: bool = True) -> pa.Table:
-    """`data`'s rows with the pair they belong to by `keys` (a row two pairs share, twice; one of no pair, never);
-    when `ordered`, by pair and then in `data`'s order (Acero's joins keep no order)."""
-    right = pairs.select([PAIR, *keys])
-    if not ordered:
-        return data.join(right, list(keys), join_type="inner", use_threads=False)
-    numbered = data.append_column(ROW, pa.array(np.arange(data.num_rows)))
-    joined = numbered.join(right, list(keys), join_type="inner", use_threads=False)
-    return joined.sort_by([(PAIR, "ascending"), (ROW, "ascending")]).drop_columns(ROW)
-
-
-def _of_generations(data: pa.Table, pairs: pa.Table) -> pa.Table:
-    """The rows of the batch's generations, each with its pair instead of the group and generation (a lookup of
-    "group NUL generation" texts: a join would copy every column)."""
-    pair = pc.index_in(_generation_key(data), value_set=_generation_key(pairs))
-    data = data.drop_columns(list(GROUP_KEYS)).append_column(PAIR, pc.cast(pair, pa.int64()))
-    return data if not pair.null_count else data.filter(pc.is_valid(pair))
-
-
-def _generation_key(data: pa.Table) -> pa.Array:
-    """One text per row naming its group and generation."""
-    generation = pc.cast(data.column("generation_id"), pa.string())
-    return pc.binary_join_element_wise(data.column("group_id"), generation, "\x00")
-
-
-def _joined(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """`left` with the columns of `right`'s row of the same `keys` (nulls where none), in `left`'s order."""
-    numbered = left.append_column(ROW, pa.array(np.arange(left.num_rows)))
-    return numbered.join(right, list(keys), use_threads=False).sort_by(ROW).drop_columns(ROW)
-
-
-def _split(data: pa.Table, n: int) -> list[pa.Table]:
-    """`data` (sorted by pair) as one zero-copy slice per pair 0..n-1, without the pair (and slot) column."""
-    bounds = np.searchsorted(data.column(PAIR).to_numpy(), np.arange(n + 1)).tolist()
-    body = data.drop_columns([c for c in (PAIR, SLOT) if c in data.column_names])
-    return [body.slice(start, end - start) for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _topic_lists(topics: pa.Table) -> dict[int, list[str]]:
@@ -662,11 +481,11 @@ def _members(roster: dict[int, set[str]], per_member: dict[int, dict[tuple[str, 
 def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
     """Each pair's snapshot members and today's owner of each partition (pair, topic, partition, member: the
     coordinator's), in the snapshot's order."""
-    lookup = _lookup(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
     snapshot = typed(table(read, "snapshots", lookup, SNAPSHOT_COLUMNS), SNAPSHOT_SCHEMA).combine_chunks()
     # A group without members has one row with member_id ''.
     snapshot = snapshot.filter(pc.fill_null(pc.not_equal(snapshot.column("member_id"), ""), False))
-    members = _paired(snapshot.drop_columns("assignment"), pairs, SNAPSHOT_KEYS, ordered=False)
+    members = with_pairs(snapshot.drop_columns("assignment"), pairs, SNAPSHOT_KEYS, ordered=False)
     roster: dict[int, set[str]] = defaultdict(set)
     for pair, member in zip(members.column(PAIR).to_pylist(), members.column("member_id").to_pylist(), strict=True):
         roster[pair].add(member)
@@ -674,28 +493,23 @@ def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
     held = pc.list_flatten(assignment)
     owned = snapshot.select([*SNAPSHOT_KEYS, "member_id"]).take(pc.list_parent_indices(assignment))
     flat = owned.append_column("topic", held.field("topic")).append_column("partition", held.field("partition"))
-    owners = _paired(flat.rename_columns([*SNAPSHOT_KEYS, "member", *KEY]), pairs, SNAPSHOT_KEYS)
+    owners = with_pairs(flat.rename_columns([*SNAPSHOT_KEYS, "member", *KEY]), pairs, SNAPSHOT_KEYS)
     return roster, owners.select([*PAIR_KEY, "member"])
 
 
 def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
     """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
-    each = [_decoded(_distinct(t, [PAIR, "topic"])) for t in (plans, owners)]
-    named = _distinct(pa.concat_tables(each), [PAIR, "topic"])
+    each = [decoded(distinct_rows(t, [PAIR, "topic"])) for t in (plans, owners)]
+    named = distinct_rows(pa.concat_tables(each), [PAIR, "topic"])
     named = named.filter(pc.is_valid(named.column("topic")))
     return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
-
-
-def _distinct(data: pa.Table, columns: list[str]) -> pa.Table:
-    """The distinct rows of `columns`."""
-    return data.select(columns).group_by(columns, use_threads=False).aggregate([])
 
 
 def _measured(skew: pa.Table) -> pa.Table:
     """Measured load per partition at today's count, per run and topic (run_id, topic, partition, measured); one
     partitioner per topic, the first by name."""
     first = skew.group_by(list(SKEW_KEYS), use_threads=False).aggregate([("partitioner", "min")])
-    current = _joined(skew.filter(pc.fill_null(skew.column("current"), False)), first, SKEW_KEYS)
+    current = left_joined(skew.filter(pc.fill_null(skew.column("current"), False)), first, SKEW_KEYS)
     mine = current.filter(pc.equal(current.column("partitioner"), current.column("partitioner_min")))
     load = pc.coalesce(mine.column("load"), mine.column("messages"))
     return mine.select([*SKEW_KEYS, "partition"]).append_column("measured", load)
@@ -704,12 +518,12 @@ def _measured(skew: pa.Table) -> pa.Table:
 def _lags(read: Read, pairs: pa.Table) -> pa.Table:
     """Lag per partition of every pair (pair, topic, partition, lag): end offset - committed when both are known,
     else the lag column."""
-    lookup = _lookup(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
     offsets = typed(table(read, "partition_offsets", lookup), OFFSET_SCHEMA)
     behind = pc.subtract(offsets.column("end_offset"), offsets.column("committed"))
     lag = pc.coalesce(pc.max_element_wise(behind, 0.0, skip_nulls=False), offsets.column("lag"))
     out = offsets.select([*SNAPSHOT_KEYS, *KEY]).append_column("lag", lag)
-    out = _paired(out.filter(pc.is_valid(out.column("lag"))), pairs, SNAPSHOT_KEYS, ordered=False)
+    out = with_pairs(out.filter(pc.is_valid(out.column("lag"))), pairs, SNAPSHOT_KEYS, ordered=False)
     return out.select([*PAIR_KEY, "lag"])
 
 
@@ -731,18 +545,6 @@ def _what_if(skew: pa.Table) -> dict[str, pa.Table]:
     out = skew.select(["topic", "partitioner", "partition_count", "current", "partition"]).append_column("load", load)
     order = ["topic", "partitioner", "partition_count", "partition"]
     return by_topic(out.sort_by([(c, "ascending") for c in order]))
-
-
-def by_topic(data: pa.Table) -> dict[str, pa.Table]:
-    """A table sorted by topic as one zero-copy slice per topic (one pass, where a filter per topic is one each)."""
-    if not data.num_rows:
-        return {}
-    codes = pc.dictionary_encode(data.column("topic")).combine_chunks()
-    index = codes.indices.to_numpy(zero_copy_only=False)
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-    ends = np.r_[starts[1:], len(index)]
-    names = codes.dictionary.to_pylist()
-    return {names[index[s]]: data.slice(s, e - s) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
 
 
 def _of(grouped: dict[tuple[Any, ...], Rows], run: str | None, topics: list[str]) -> Rows:
