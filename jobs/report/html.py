@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from jobs.report import figures
 from jobs.report.arrow_batch import Rows
 from jobs.report.figures import Figure
-from jobs.report.page_content import PARTITIONS_SHOWN, GenerationReport, key_text
+from jobs.report.page_content import PARTITIONS_SHOWN, GenerationReport, key_text, parsed_json
 from schemas.status import GenerationStatus
 
 PLOTLY_SRC = "../plotly.min.js"
@@ -546,17 +546,7 @@ def _cell(column: str, value: Any) -> str:
         return _badge(value)
     if column in PERCENT_COLUMNS and isinstance(value, float) and not _missing(value):
         return f"{value:.1%}"
-    return _value(_parsed(value) if column in JSON_COLUMNS else value)
-
-
-def _parsed(value: Any) -> Any:
-    """A JSON text (e.g. the gate's failing rows) as data; anything else as it is."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+    return _value(parsed_json(value) if column in JSON_COLUMNS else value)
 
 
 def _value(value: Any) -> str:

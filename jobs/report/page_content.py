@@ -227,8 +227,10 @@ def _report(batch: _Batch, pair: int) -> GenerationReport:
         group_id=generation["group_id"],
         generation_id=int(generation["generation_id"]),
         generation=generation,
-        extras={k: _json(v) for k, v in generation.items() if k not in GENERATION_COLUMNS and v not in (None, "")},
-        changes=_json(generation.get("changes", parameters.get("changes"))),
+        extras={
+            k: parsed_json(v) for k, v in generation.items() if k not in GENERATION_COLUMNS and v not in (None, "")
+        },
+        changes=parsed_json(generation.get("changes", parameters.get("changes"))),
         parameters=parameters,
         partitions=batch.partitions[pair],
         what_if={t: what_if[t] for t in topics if t in what_if},
@@ -576,12 +578,13 @@ def _without_keys(table: Rows) -> Rows:
 
 def _parameters(generation: dict[str, Any]) -> dict[str, Any]:
     """The generation's parameters (JSON text) as a dict."""
-    parameters = _json(generation.get("parameters"))
+    parameters = parsed_json(generation.get("parameters"))
     return parameters if isinstance(parameters, dict) else {"parameters": parameters}
 
 
-def _json(value: Any) -> Any:
-    """A JSON text as data; any other value (or text that is not JSON) as it is."""
+def parsed_json(value: Any) -> Any:
+    """A JSON text as data (e.g. parameters, the gate's failing rows); any other value (or text that is not JSON) as
+    it is."""
     if isinstance(value, str):
         try:
             return json.loads(value)
