@@ -22,7 +22,7 @@ import base64
 import struct
 from dataclasses import dataclass
 
-from planner.protocol import ProtocolError
+from planner.wire import WireReader
 
 __all__ = [
     "API_KEY",
@@ -218,27 +218,8 @@ def encode_response(response: DescribeResponse, version: int = HIGHEST_VERSION) 
 # --- reader ------------------------------------------------------------------------------------------------------
 
 
-class _Reader:
-    """A cursor over one message; every failure names what was expected and the byte offset it was expected at."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-        self.what = what
-
-    def fail(self, expected: str, at: int | None = None) -> ProtocolError:
-        return ProtocolError(f"{self.what}: expected {expected} at byte offset {self.pos if at is None else at}")
-
-    def take(self, n: int, expected: str) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise self.fail(f"{expected} ({n} bytes, {len(self.data) - self.pos} left)")
-        chunk = self.data[self.pos : self.pos + n].tobytes()
-        self.pos += n
-        return chunk
-
-    def fixed(self, fmt: str, expected: str) -> int:
-        value: int = struct.unpack(fmt, self.take(struct.calcsize(fmt), expected))[0]
-        return value
+class _Reader(WireReader):
+    """The flexible encoding's reader: unsigned varints, compact strings and arrays, tagged fields."""
 
     def uvarint(self, expected: str) -> int:
         """ByteUtils.readUnsignedVarint: at most 5 bytes for an unsigned 32-bit value."""

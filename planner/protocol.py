@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from planner.errors import InputError
+from planner.wire import ProtocolError, WireReader
 
 __all__ = [
     "Assignment",
@@ -42,10 +42,6 @@ DEFAULT_GENERATION = -1  # ConsumerProtocolSubscription GenerationId "default": 
 
 TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
 """((topic, (partition, ...)), ...) in wire order, as the TopicPartition arrays carry them."""
-
-
-class ProtocolError(InputError):
-    """Bytes that are not a valid consumer-protocol message: says what was expected at which byte offset."""
 
 
 @dataclass(frozen=True)
@@ -159,34 +155,18 @@ def encode_cooperative_user_data(generation: int) -> bytes:
 # --- reader ---------------------------------------------------------------------------------------------
 
 
-class _Reader:
-    """A cursor over bytes whose every failure names the field and the byte offset."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-        self.what = what
+class _Reader(WireReader):
+    """The classic encoding's reader: int16-length strings, int32-length bytes, int32-count arrays."""
 
     def fail(self, expected: str, at: int | None = None) -> ProtocolError:
-        where = self.pos if at is None else at
-        return ProtocolError(
-            f"{self.what}: expected {expected} at byte offset {where} (message is {len(self.data)} bytes)"
-        )
-
-    def take(self, n: int, expected: str) -> memoryview:
-        if self.pos + n > len(self.data):
-            raise self.fail(f"{expected} ({n} bytes, {len(self.data) - self.pos} left)")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
+        """The cursor's error, with the message's size."""
+        return ProtocolError(f"{super().fail(expected, at)} (message is {len(self.data)} bytes)")
 
     def int16(self, field: str) -> int:
-        value: int = struct.unpack(">h", self.take(2, f"int16 {field}"))[0]
-        return value
+        return self.fixed(">h", f"int16 {field}")
 
     def int32(self, field: str) -> int:
-        value: int = struct.unpack(">i", self.take(4, f"int32 {field}"))[0]
-        return value
+        return self.fixed(">i", f"int32 {field}")
 
     def string(self, field: str) -> str:
         start = self.pos
@@ -214,7 +194,7 @@ class _Reader:
             return None
         if n < 0:
             raise self.fail(f"length -1 or more for bytes {field}, got {n}", at=start)
-        return bytes(self.take(n, f"bytes {field}"))
+        return self.take(n, f"bytes {field}")
 
     def count(self, field: str, min_item_size: int) -> int:
         start = self.pos
