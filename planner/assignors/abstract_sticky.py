@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.assignors._arrays import concat_ranges
 from planner.group import NO_RACK, GroupSpec, PartitionRacks, previous_owners, subscribed_topics
 
 
@@ -153,7 +154,7 @@ def _constrained_assign(group: GroupSpec, owned: np.ndarray, racks: _RackInfo | 
     # one each to exactly_min's head.
     under = np.asarray(under_min, dtype=np.int64)
     deficit = min_quota - keep[under]
-    rounds = _repeat_ranges(deficit)
+    rounds = concat_ranges(deficit)
     slot = np.lexsort((np.repeat(np.arange(len(under)), deficit), rounds))
     receivers = np.repeat(under, deficit)[slot][: len(unassigned)]
     owner[unassigned[: len(receivers)]] = receivers
@@ -234,13 +235,6 @@ def _rack_aware_round_robin(
     return np.asarray(left, dtype=np.int64)
 
 
-def _repeat_ranges(lengths: np.ndarray) -> NDArray[np.int64]:
-    """concatenate([arange(n) for n in lengths]) without a Python loop."""
-    total = int(lengths.sum())
-    starts: NDArray[np.int64] = np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.arange(total, dtype=np.int64) - starts
-
-
 def _general_assign(group: GroupSpec, owned: np.ndarray, racks: _RackInfo | None) -> np.ndarray:
     """GeneralAssignmentBuilder.build: keep valid ownership, assign the rest greedily, then balance."""
     sub = group.subscribed_matrix()
@@ -294,7 +288,7 @@ def _assign_on_racks(
     cls = np.where(rack == NO_RACK, n_racks, rack)
     class_size = np.bincount(cls[cls >= 0], minlength=n_racks + 1)
     sizes = racks.racks.offsets[free + 1] - racks.racks.offsets[free]
-    on = racks.racks.ids[np.repeat(racks.racks.offsets[free], sizes) + _repeat_ranges(sizes)]
+    on = racks.racks.ids[np.repeat(racks.racks.offsets[free], sizes) + concat_ranges(sizes)]
     matched = class_size[on] > 0
     usable = on[matched]  # per free partition, in order: the classes on its racks
     row = np.repeat(np.arange(len(free)), sizes)[matched]
@@ -311,11 +305,11 @@ def _assign_on_racks(
         mine = eligible[cls == c]
         cap = len(free) if c == n_racks else int(np.count_nonzero(usable == c))
         added = _water_fill(counts[mine], cap, tie=np.zeros(len(mine), dtype=np.int64)) if len(mine) else mine
-        keys = (np.repeat(counts[mine], added) + _repeat_ranges(added)) * width + np.repeat(mine, added)
+        keys = (np.repeat(counts[mine], added) + concat_ranges(added)) * width + np.repeat(mine, added)
         slots.append([*np.sort(keys).tolist(), never])
     # The classes each partition can use, one tuple per distinct set (few): rows padded with -1, made unique.
     table = np.full((len(free), int(reach.max(initial=0))), -1, dtype=np.int64)
-    table[row, np.arange(len(row)) - np.repeat(np.cumsum(reach) - reach, reach)] = usable
+    table[row, concat_ranges(reach)] = usable
     distinct, kind = np.unique(table, axis=0, return_inverse=True)
     rackless = [n_racks] if class_size[n_racks] else []
     choices = [(*rackless, *(c for c in r if c >= 0)) for r in distinct.tolist()]
@@ -347,7 +341,7 @@ def _assign_unassigned(group: GroupSpec, owner: np.ndarray, counts: np.ndarray, 
     base = counts[eligible]
     added = _water_fill(base, len(free), tie=np.zeros(len(eligible), dtype=np.int64))
     # The pick sequence sorts every (level, member id) slot a member fills: level first, then id.
-    levels = np.repeat(base, added) + _repeat_ranges(added)
+    levels = np.repeat(base, added) + concat_ranges(added)
     takers = np.repeat(eligible, added)
     owner[free] = takers[np.lexsort((takers, levels))]
     counts[eligible] += added

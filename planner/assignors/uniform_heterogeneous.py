@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.assignors._arrays import concat_ranges
 from planner.assignors._topic_order import InputOrder, member_order, uuid_rank
 from planner.group import GroupSpec
 
@@ -88,7 +89,7 @@ def _assign_remaining(group: GroupSpec, owner: np.ndarray, sizes: np.ndarray, t:
     ranked = subs[np.argsort(sizes[subs], kind="stable")]  # subs ascend, so ties stay in member order
     base = sizes[ranked]
     slots = _fill(base, len(free))
-    levels = np.repeat(base, slots) + _ranges(slots)
+    levels = np.repeat(base, slots) + concat_ranges(slots)
     position = np.repeat(np.arange(len(ranked)), slots)
     owner[free] = ranked[position[np.lexsort((position, levels))]]
     sizes[ranked] += slots
@@ -105,14 +106,6 @@ def _fill(base: np.ndarray, units: int) -> NDArray[np.int64]:
     extra = units - int(slots.sum())  # at `level`, one more for the first `extra` members in sorted order
     slots[:extra] += 1
     return slots
-
-
-def _ranges(lengths: np.ndarray) -> NDArray[np.int64]:
-    """concatenate([arange(n) for n in lengths]) without a Python loop."""
-    ranges: NDArray[np.int64] = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(lengths) - lengths, lengths
-    )
-    return ranges
 
 
 def _balance(

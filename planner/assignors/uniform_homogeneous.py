@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from planner.assignors._arrays import concat_ranges
 from planner.assignors._topic_order import (
     InputOrder,
     hash_set_order,
@@ -91,7 +92,7 @@ def _held(
     major, minor = member_topic_keys(group, order, holder[starts], topic[starts], names)  # minor: one per topic
     runs = np.lexsort((minor, major, rank[holder[starts]]))
     lengths = lengths[runs]
-    sequence = np.repeat(starts[runs], lengths) + _ranges(lengths)
+    sequence = np.repeat(starts[runs], lengths) + concat_ranges(lengths)
     local = held[sequence] - group.topic_start[topic[sequence]]
     bucket = partition_keys(order, local, np.repeat(lengths, lengths))
     if np.any(bucket != local):  # some set iterates out of ascending order: sort within the runs, stably
@@ -135,14 +136,6 @@ def _never_assigned(group: GroupSpec, target: np.ndarray, subscribed: np.ndarray
     """
     walk = hash_set_order(group, subscribed, names)
     lengths = group.partition_counts[walk]
-    parts = np.repeat(group.topic_start[walk], lengths) + _ranges(lengths)
+    parts = np.repeat(group.topic_start[walk], lengths) + concat_ranges(lengths)
     never: NDArray[np.int64] = parts[target[parts] < 0]
     return never
-
-
-def _ranges(lengths: np.ndarray) -> NDArray[np.int64]:
-    """concatenate([arange(n) for n in lengths]) without a Python loop."""
-    ranges: NDArray[np.int64] = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(lengths) - lengths, lengths
-    )
-    return ranges
