@@ -409,7 +409,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     import json
 
-    from jobs.apply.plan import parse_plan, write_plan
+    from jobs.apply.plan_file import parse_plan, write_plan
     from jobs.config import Config
     from jobs.context import RunContext
     from jobs.steps import export

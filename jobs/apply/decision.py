@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobs.apply.matching import LiveMember, describe, match_members
-from jobs.apply.plan import Plan, TopicPartition
+from jobs.apply.plan_file import Plan, TopicPartition
 
 REASONS = (
     "plan_unreadable",

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from jobs.apply.plan import PlanMember
+from jobs.apply.plan_file import PlanMember
 
 # Kafka: GroupMetadata.generateMemberId / ClassicGroup.generateMemberId -> clientId + "-" + UUID.randomUUID()
 _MEMBER_ID = re.compile(r"^(?P<client>.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")

@@ -10,7 +10,7 @@ same protocol name, so Python and Java members can share one group. When this co
 `assign` serves the plan (`rebalance export`; a plan file is read again at an assignment whenever it changed, so an
 operator can drop a newly approved plan in place) when:
 
-1. the plan loads and checks (`jobs.apply.plan`),
+1. the plan loads and checks (`jobs.apply.plan_file`),
 2. every planned topic has the partition count the plan was made for,
 3. the live members are exactly the planned ones, matched by `jobs.apply.matching` (static members by
    group.instance.id, then member id, then a unique client id, so a restarted group is recognised),
@@ -47,7 +47,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from jobs.apply.decision import LiveSubscription, decide
 from jobs.apply.matching import LiveMember, client_id_of
-from jobs.apply.plan import Plan, PlanError, TopicPartition, load_plan, parse_plan
+from jobs.apply.plan_file import Plan, PlanError, TopicPartition, load_plan, parse_plan
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
-from jobs.apply.plan import Plan, TopicPartition, write_plan
+from jobs.apply.plan_file import Plan, TopicPartition, write_plan
 from jobs.apply.planned_assignor import PlannedAssignor
 from jobs.demo.cluster import DemoClusterError
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.apply.plan import TopicPartition
+from jobs.apply.plan_file import TopicPartition
 from jobs.demo.cluster import DemoClusterError
 from jobs.io import kafka_broker
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.apply.plan import TopicPartition
+from jobs.apply.plan_file import TopicPartition
 from jobs.demo.apply import MemberThread, OwnershipEvent, ThreadedGroup
 from jobs.demo.cluster import DemoClusterError
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.apply.plan import TopicPartition
+from jobs.apply.plan_file import TopicPartition
 from jobs.demo.cluster import DemoClusterError
 
 Consumed = Sequence[tuple[str, str, int, int]]  # (member client id, topic, partition, offset)

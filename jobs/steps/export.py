@@ -1,4 +1,4 @@
-"""Export: one approved generation of a group as a plan document (`jobs.apply.plan`) consumers can apply.
+"""Export: one approved generation of a group as a plan document (`jobs.apply.plan_file`) consumers can apply.
 
 The plan is the generation's chosen candidate (its `plans` rows of the chosen strategy), each member's identity
 (client id, group.instance.id) and subscription from the snapshot it was planned from, and that snapshot's partition
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
 
-from jobs.apply.plan import FORMAT, Plan, PlanError, parse_plan
+from jobs.apply.plan_file import FORMAT, Plan, PlanError, parse_plan
 from jobs.context import RunContext
 from jobs.io.lake import Lake
 from planner.errors import InputError

@@ -1,7 +1,7 @@
 """Plan: every strategy's candidate assignment for every group of a run, computed by Spark tasks.
 
 Extract the snapshot's members, partition counts and load measurements (`jobs.steps.plan_loads`); transform in
-`jobs.kernels.plan` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
+`jobs.kernels.candidates` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
 `plan_metrics`, the chosen strategy and load source to `generations`. Nothing the size of a plan passes through
@@ -33,8 +33,8 @@ from jobs.context import RunContext
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import local_frame, session_conf
+from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
-from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
 from jobs.steps.plan_loads import measurements, previous_snapshots
 from planner.assignors import load
 from planner.errors import SourceError

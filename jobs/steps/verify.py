@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.apply.matching import LiveMember, describe, match_members
-from jobs.apply.plan import Plan
+from jobs.apply.plan_file import Plan
 from jobs.context import RunContext
 from jobs.io.lake import rows_table
 from jobs.steps.export import WAS_APPROVED, build_plan

@@ -17,7 +17,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
 from jobs import pipeline
-from jobs.apply.plan import Plan, load_plan, write_plan
+from jobs.apply.plan_file import Plan, load_plan, write_plan
 from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext

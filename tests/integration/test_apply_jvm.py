@@ -32,7 +32,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewPartitions, NewTopic
 
 from jobs import pipeline
-from jobs.apply.plan import Plan, TopicPartition
+from jobs.apply.plan_file import Plan, TopicPartition
 from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext

@@ -22,7 +22,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from jobs.apply import PlannedAssignor, parse_plan, write_plan
 from jobs.apply.matching import LiveMember, client_id_of, match_members
-from jobs.apply.plan import PlanError, load_plan
+from jobs.apply.plan_file import PlanError, load_plan
 
 REPO = Path(__file__).resolve().parents[2]
 LOGGER = "jobs.apply.planned_assignor"

@@ -25,7 +25,7 @@ import java.util.regex.Pattern;
 
 /**
  * An exported plan, format rebalance-plan/1 (schemas/plan.schema.json): one approved generation of one group, checked
- * by the same rules as jobs/apply/plan.py parse_plan, in the same order, with the same messages.
+ * by the same rules as jobs/apply/plan_file.py parse_plan, in the same order, with the same messages.
  *
  * @param topics    partition count of every planned topic
  * @param topicIds  Kafka topic id of every planned topic, or empty when the snapshot did not know them

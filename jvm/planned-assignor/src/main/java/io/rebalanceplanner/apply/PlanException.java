@@ -1,7 +1,8 @@
 package io.rebalanceplanner.apply;
 
 /**
- * A plan that cannot be served; the message names the file or JSON path and the problem (jobs/apply/plan.py PlanError).
+ * A plan that cannot be served; the message names the file or JSON path and the problem
+ * (jobs/apply/plan_file.py PlanError).
  * {@link #code()} is the reason code of schemas/fixtures/apply: {@code plan_unreadable} (no file, or not UTF-8),
  * {@code wrong_format} (not a rebalance-plan/1 document) or {@code malformed_plan} (anything else).
  */

@@ -11,7 +11,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The JSON reader, and plan refusals worded as jobs/apply/plan.py words them (tests/unit/test_planned_assignor.py). */
+/** The JSON reader, and plan refusals worded as jobs/apply/plan_file.py words them (tests/unit/test_planned_assignor.py). */
 class PlanTest {
     private static final String PLAN = PlannedAssignorTest.byName("01-serve-same-member-ids").planText();
 

@@ -18,8 +18,8 @@ import java.util.TreeMap;
 
 /**
  * The plans in the directory an operator configures: every {@code *.json} file in it, except hidden ones ({@code
- * rebalance export} and jobs/apply/plan.py write_plan write {@code .name.tmp-pid} and rename it into place). Each file
- * is parsed again only when it changed ({@link PlanFile}), so a plan dropped in place is served at the next
+ * rebalance export} and jobs/apply/plan_file.py write_plan write {@code .name.tmp-pid} and rename it into place).
+ * Each file is parsed again only when it changed ({@link PlanFile}), so a plan dropped in place is served at the next
  * assignment, without a broker restart. A file that holds no valid plan is left out with ONE log line (again only when
  * the refusal changes), never an exception. Thread-safe: the coordinator may run assignments off its threads
  * (group.consumer.assignor.offload.enable).
