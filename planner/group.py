@@ -76,7 +76,7 @@ class GroupSpec:
     unknown_topics: tuple[tuple[str, ...], ...]  # per member: subscribed topics missing from `topics`, sorted
     group_instance_ids: tuple[str | None, ...]
     racks: tuple[str | None, ...]
-    generations: np.ndarray  # int64[M], DEFAULT_GENERATION when the member sent none
+    generations: np.ndarray  # int64[M] Kafka's member generations, DEFAULT_GENERATION when the member sent none
     claim_member: np.ndarray  # int32[C]: member of each ownership claim; claims sorted by (member, partition)
     claim_partition: np.ndarray  # int64[C]: the partition id each claim names
     partition_loads: np.ndarray | None  # float64[P] when given (`loads` of the compact form)

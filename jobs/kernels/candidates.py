@@ -61,7 +61,7 @@ class Group:
     """A group ready to plan: the planner's input, today's owner per partition id, and its loads."""
 
     group_id: str
-    generation_id: int
+    generation_id: int  # the planning run's generation (the `generations` table), not Kafka's member generation
     spec: GroupSpec
     current: np.ndarray  # int32[P]: member id holding each partition per the members' `assignment` (-1: none)
     loads: Loads
@@ -171,7 +171,7 @@ def group_spec(
         unknown[m].add(t)
     claim_member, claim_partition = _claims(members, topics, topic_start)
     order = np.lexsort((claim_partition, claim_member))
-    kafka_generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(
+    member_generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(
         zero_copy_only=False
     )
     held_by, held = _pairs(_array(members, "assignment"), topics, topic_start)
@@ -186,7 +186,7 @@ def group_spec(
         unknown_topics=tuple(tuple(sorted(u, key=java_key)) for u in unknown),
         group_instance_ids=tuple(members.column("group_instance_id").to_pylist()),
         racks=tuple(members.column("rack").to_pylist()),
-        generations=frozen(kafka_generation.astype(np.int64)),
+        generations=frozen(member_generation.astype(np.int64)),
         claim_member=frozen(claim_member[order].astype(np.int32)),
         claim_partition=frozen(claim_partition[order]),
         partition_loads=None,
