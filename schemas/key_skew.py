@@ -1,4 +1,4 @@
-"""Key-skew tables: per-partition load, per-candidate summary, hot keys and the partitioner fingerprint.
+"""Key-skew tables: per-partition load, a summary per partition count, hot keys and the partitioner fingerprint.
 
 One run of the job (`run_id`) measures each topic under its partitioner at its current partition count and at
 every what-if count; rows are keyed by run so reruns MERGE in place and history stays queryable.

@@ -4,7 +4,7 @@ Two stages around one shuffle on (topic, key):
 - `partial_keys` (map side) sums each key's messages and bytes within a chunk of samples, so hot keys cross the
   shuffle once per chunk, and scores the partitioner fingerprint on the raw records (it needs no key totals).
 - `key_metrics` (reduce side) holds every record of its keys, so it sums them exactly, hashes each distinct key
-  once with the topic's partitioner and folds the hash for every candidate partition count, then emits
+  once with the topic's partitioner and folds the hash for every measured partition count, then emits
   per-partition counts, the local hot keys and the fingerprint totals, all small.
 
 Hashing is `planner.hashing.hash_words` over whole Arrow arrays, never per row.
@@ -39,7 +39,7 @@ PARTIAL_SCHEMA = pa.schema(
 # Reduce-side output, long form; `kind` says which columns are meaningful:
 # load: per (topic, partitioner, partition_count, partition): messages, bytes, distinct_keys, remapped_*,
 #       null_key_* (records the partitioner does not place by key, spread evenly as the sticky path does);
-# hot: one candidate hot key with its partition at partition_count; fingerprint: partitioner, messages
+# hot: one possible hot key with its partition at partition_count; fingerprint: partitioner, messages
 #       (observed), explained; unknown: a topic without a partition count, its messages and bytes.
 METRICS_SCHEMA = pa.schema(
     [

@@ -176,12 +176,12 @@ class LoadBuilder:
         held: NDArray[np.int64] = parts[self.owner[parts] == m]
         return held
 
-    def first_member(self, candidates: np.ndarray, *keys: np.ndarray) -> int:
-        """The candidate with the smallest keys (in priority order), ties by MemberInfo order."""
+    def first_member(self, members: np.ndarray, *keys: np.ndarray) -> int:
+        """The one of `members` with the smallest keys (in priority order), ties by MemberInfo order."""
         if len(keys) == 1:  # without a sort: the smallest key, then the lowest rank among those holding it
-            tied = candidates[keys[0] == keys[0].min()]
+            tied = members[keys[0] == keys[0].min()]
             return int(tied[np.argmin(self.rank[tied])])
-        return int(candidates[np.lexsort((self.rank[candidates], *reversed(keys)))[0]])
+        return int(members[np.lexsort((self.rank[members], *reversed(keys)))[0]])
 
     def lightest(self, allowed: np.ndarray, n: int = 1) -> np.ndarray:
         """Per row of allowed (bool[..., M]) the n least-loaded allowed members, ties by MemberInfo order; -1 where

@@ -209,8 +209,8 @@ def _best_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.nda
             continue
         score = (wm[i] + wt[j[i]]) / np.minimum(d[i], gap - d[i])
         k = int(np.lexsort((theirs[j[i]], mine[i], score))[0])
-        cand = (float(score[k]), int(mine[i[k]]), int(theirs[j[i[k]]]))
-        best = cand if best is None or cand < best else best
+        option = (float(score[k]), int(mine[i[k]]), int(theirs[j[i[k]]]))
+        best = option if best is None or option < best else best
     if best is None:
         return None
     return np.asarray([best[1], best[2]]), np.asarray([b, a])
@@ -247,8 +247,8 @@ def _bundle_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.n
                 float(builder.cost(np.asarray([p]), b).sum() + builder.cost(fits[:n], a).sum())
             ):
                 continue
-            cand = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
-            best = cand if best is None or cand[:3] < best[:3] else best
+            option = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
+            best = option if best is None or option[:3] < best[:3] else best
     if best is None:
         return None
     return np.append(best[2], best[3]), np.append(b, np.full(best[1], a))
@@ -290,8 +290,8 @@ def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray
             continue
         score = (wm[i[j]] + wq[j]) / (la - top[j])
         k = int(np.lexsort((theirs[j], mine[i[j]], score))[0])
-        cand = (float(score[k]), int(mine[i[j[k]]]), int(j[k]))
-        best = cand if best is None or cand < best else best
+        option = (float(score[k]), int(mine[i[j[k]]]), int(j[k]))
+        best = option if best is None or option < best else best
     if best is None:
         return None
     return np.asarray([best[1], theirs[best[2]]]), np.asarray([b, c[best[2]]])
