@@ -32,7 +32,7 @@ class AssignmentResult:
     """An assignor's answer as owner arrays over the group's dense ids, named by member on first access.
 
     `assignment` is what each member gets in this rebalance, `target` what it holds after the cooperative
-    follow-up round (equal to `assignment` for eager strategies), `revoked` what a member lists as owned but
+    follow-up round (equal to `assignment` for eager assignors), `revoked` what a member lists as owned but
     does not get now (ConsumerCoordinator revokes owned minus assigned): each {member: [(topic, partition)]},
     every member present, lists sorted by (topic, partition). `elapsed_ms` is the time of the assignment
     itself (not parsing, the follow-up round or naming).
@@ -40,7 +40,7 @@ class AssignmentResult:
 
     group: GroupSpec
     owner: np.ndarray  # member id per partition id in this rebalance, -1 = none
-    target_owner: np.ndarray  # the same after the cooperative follow-up rounds (`owner` for eager strategies)
+    target_owner: np.ndarray  # the same after the cooperative follow-up rounds (`owner` for eager assignors)
     revoked_claims: np.ndarray  # int64[2, R]: (member id, partition id) of each revocation, sorted, unique
     elapsed_ms: float
 
@@ -82,11 +82,11 @@ class OwnerArrays:
     target: np.ndarray
     revoked: np.ndarray  # bool per ownership claim of `group`: the claimant does not get that partition now
     elapsed_ms: float
-    rounds: int  # rebalances until `target` (1 for eager strategies)
+    rounds: int  # rebalances until `target` (1 for eager assignors)
 
 
 def assign_arrays(strategy: str, group: GroupSpec) -> OwnerArrays:
-    """Run `strategy` on a parsed group; cooperative ones also run the follow-up round for the target."""
+    """Run the assignor `strategy` names on a parsed group; a cooperative one also runs the follow-up round."""
     assignor = load(strategy)
     start = time.perf_counter()
     owner = owners_from(group, assignor.assign(group))
@@ -145,7 +145,7 @@ def _owned_pairs(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def assign(strategy: str, group: Mapping[str, Any]) -> AssignmentResult:
-    """Assign a group (compact form, or a snapshot-file document) with a Kafka strategy or a plug-in."""
+    """Assign a group (compact form, or a snapshot-file document) with the assignor `strategy` names."""
     spec = parse_group(from_snapshot(group) if is_snapshot(group) else group)
     return result_of(assign_arrays(strategy, spec))
 
@@ -168,9 +168,9 @@ def compact_json(result: AssignmentResult) -> dict[str, Any]:
     ``{"assignment": {"M0": {"t0": [0, 1], "t1": [2]}, "M1": {}}, "revoked": {"M0": {"t2": [4]}},
     "elapsed_ms": 1.2}``: members in group order (Java String order) and every one present in "assignment";
     topics in Java String order within a member; partitions ascending. "target" appears only when it differs
-    from "assignment" (a cooperative strategy that withholds partitions this round); "revoked" lists only the
+    from "assignment" (a cooperative assignor that withholds partitions this round); "revoked" lists only the
     members that revoke something. A topic name is written once per member instead of once per partition,
-    and an eager strategy's target is not repeated. `expand_compact` turns it back into the full form.
+    and an eager assignor's target is not repeated. `expand_compact` turns it back into the full form.
     """
     group = result.group
     doc: dict[str, Any] = {"assignment": _by_topic(group, *_owned_pairs(result.owner), every_member=True)}

@@ -583,8 +583,7 @@ def _parameters(generation: dict[str, Any]) -> dict[str, Any]:
 
 
 def parsed_json(value: Any) -> Any:
-    """A JSON text as data (e.g. parameters, the gate's failing rows); any other value (or text that is not JSON) as
-    it is."""
+    """A JSON text (parameters, the gate's failing rows) as data; any other value, or text not JSON, as it is."""
     if isinstance(value, str):
         try:
             return json.loads(value)
