@@ -5,14 +5,16 @@ have (`typed`); a missing table reads as empty (`table`). A batch's tables are r
 of the batch at once (`lookup_terms`: its groups, snapshots or runs). Each row is then tagged with its
 generation's position in the batch (`pair`: `with_pairs`, `of_generations`), each (pair, topic, partition) is
 numbered as one int64 (`Slots`) so lookups are NumPy searches in sorted arrays, and a result sorted by pair is
-sliced back into one table per generation (`split_by_pair`). Joins and group-bys run on the calling thread: on a
-batch's tables Acero's thread pool cost a quarter more CPU than it saved.
+sliced back into one table per generation (`split_by_pair`). The batch's per-partition inputs are read that way:
+today's owners (`today_owners`), the pairs' topics (`pair_topics`) and lags (`partition_lags`); partitions and
+load per member are tallied a bounded number of rows at a time (`tally_loads`). Joins and group-bys run on the
+calling thread: on a batch's tables Acero's thread pool cost a quarter more CPU than it saved.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ Rows = list[dict[str, Any]]
 PAIR = "pair"
 ROW = "row"
 SLOT = "slot"
+TALLY_ROWS = 1 << 20  # plan rows whose partitions' loads are looked up at once
 GROUP_KEYS = ("group_id", "generation_id")
 SNAPSHOT_KEYS = ("group_id", "snapshot_id")
 SKEW_KEYS = ("run_id", "topic")
@@ -188,6 +191,45 @@ def by_topic(data: pa.Table) -> dict[str, pa.Table]:
     return {names[index[s]]: data.slice(s, e - s) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
 
 
+def today_owners(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
+    """Each pair's snapshot members and today's owner of each partition (pair, topic, partition, member: the
+    coordinator's), in the snapshot's order."""
+    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    snapshot = typed(table(read, "snapshots", lookup, SNAPSHOT_COLUMNS), SNAPSHOT_SCHEMA).combine_chunks()
+    # A group without members has one row with member_id ''.
+    snapshot = snapshot.filter(pc.fill_null(pc.not_equal(snapshot.column("member_id"), ""), False))
+    members = with_pairs(snapshot.drop_columns("assignment"), pairs, SNAPSHOT_KEYS, ordered=False)
+    roster: dict[int, set[str]] = defaultdict(set)
+    for pair, member in zip(members.column(PAIR).to_pylist(), members.column("member_id").to_pylist(), strict=True):
+        roster[pair].add(member)
+    assignment = snapshot.column("assignment").combine_chunks()
+    held = pc.list_flatten(assignment)
+    owned = snapshot.select([*SNAPSHOT_KEYS, "member_id"]).take(pc.list_parent_indices(assignment))
+    flat = owned.append_column("topic", held.field("topic")).append_column("partition", held.field("partition"))
+    owners = with_pairs(flat.rename_columns([*SNAPSHOT_KEYS, "member", *KEY]), pairs, SNAPSHOT_KEYS)
+    return roster, owners.select([*PAIR_KEY, "member"])
+
+
+def pair_topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
+    """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
+    each = [decoded(distinct_rows(t, [PAIR, "topic"])) for t in (plans, owners)]
+    named = distinct_rows(pa.concat_tables(each), [PAIR, "topic"])
+    named = named.filter(pc.is_valid(named.column("topic")))
+    return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
+
+
+def partition_lags(read: Read, pairs: pa.Table) -> pa.Table:
+    """Lag per partition of every pair (pair, topic, partition, lag): end offset - committed when both are known,
+    else the lag column."""
+    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
+    offsets = typed(table(read, "partition_offsets", lookup), OFFSET_SCHEMA)
+    behind = pc.subtract(offsets.column("end_offset"), offsets.column("committed"))
+    lag = pc.coalesce(pc.max_element_wise(behind, 0.0, skip_nulls=False), offsets.column("lag"))
+    out = offsets.select([*SNAPSHOT_KEYS, *KEY]).append_column("lag", lag)
+    out = with_pairs(out.filter(pc.is_valid(out.column("lag"))), pairs, SNAPSHOT_KEYS, ordered=False)
+    return out.select([*PAIR_KEY, "lag"])
+
+
 class Slots:
     """Every (pair, topic, partition) of a batch as one int64, its slot, in (pair, topic, partition) order: the pair
     and topic numbered together (in sorted order), times the batch's span of partitions, plus the partition.
@@ -253,6 +295,32 @@ def load_of(partitions: pa.Table, slots: np.ndarray) -> pa.Array:
 def take_rows(data: pa.Table, column: str, rows: np.ndarray) -> pa.Array:
     """`column`'s value at each row number (null at -1)."""
     return data.column(column).take(pa.array(rows, mask=rows < 0))
+
+
+def tally_loads(slots: Slots, held: pa.Table, by: list[str], partitions: pa.Table) -> Iterator[tuple[Any, ...]]:
+    """(*by, partitions, load) of the rows of `held` per distinct `by` (a partition without a load weighs 1.0).
+
+    Counted TALLY_ROWS rows at a time, then the partial counts and sums added up: the slot lookup of five
+    candidates of a million partitions would otherwise hold a dozen arrays of five million entries at once.
+    """
+    parts = []
+    for start in range(0, held.num_rows, TALLY_ROWS):
+        chunk = held.slice(start, TALLY_ROWS)
+        loads = pa.table({c: chunk.column(c) for c in by}).append_column(
+            "load", pc.fill_null(load_of(partitions, slots.of(chunk)), 1.0)
+        )
+        parts.append(decoded(loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])))
+    if not parts:
+        return iter(())
+    summed = {c: parts[0].column(c) for c in [*by, "load_count", "load_sum"]}
+    if len(parts) > 1:
+        added = (
+            pa.concat_tables(parts)
+            .group_by(by, use_threads=False)
+            .aggregate([("load_count", "sum"), ("load_sum", "sum")])
+        )
+        summed = {c: added.column(c) for c in by} | {t: added.column(f"{t}_sum") for t in ("load_count", "load_sum")}
+    return zip(*(column.to_pylist() for column in summed.values()), strict=True)
 
 
 def decoded(data: pa.Table) -> pa.Table:

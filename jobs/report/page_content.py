@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +30,7 @@ from jobs.report.arrow_batch import (
     GROUP_FIELD,
     GROUP_KEYS,
     HOT_KEY_COLUMNS,
-    KEY,
-    OFFSET_SCHEMA,
     PAIR,
-    PAIR_KEY,
     PLAN_COLUMNS,
     PLAN_SCHEMA,
     READ_COLUMNS,
@@ -41,26 +38,26 @@ from jobs.report.arrow_batch import (
     SKEW_KEYS,
     SKEW_SCHEMA,
     SLOT,
-    SNAPSHOT_COLUMNS,
-    SNAPSHOT_KEYS,
-    SNAPSHOT_SCHEMA,
     TOPIC_PARTITION_FIELDS,
     Rows,
     Slots,
     by_topic,
     decoded,
     distinct,
-    distinct_rows,
     first_at,
     grouped_by,
     left_joined,
     load_of,
     lookup_terms,
     of_generations,
+    pair_topics,
+    partition_lags,
     rows,
     split_by_pair,
     table,
     take_rows,
+    tally_loads,
+    today_owners,
     typed,
     with_pairs,
 )
@@ -84,7 +81,6 @@ GENERATION_COLUMNS = (
 
 HOT_KEYS_SHOWN = 10
 HISTORY_COLUMNS = ("max_mean_load", "partitions_moved", "members", "partitions")
-TALLY_ROWS = 1 << 20  # plan rows whose partitions' loads are looked up at once
 TODAY = "today"
 SORTED = [("topic", "ascending"), ("partition", "ascending")]
 PARTITIONS_SHOWN = 2000
@@ -175,13 +171,13 @@ def _gather(read: Read, found: Rows) -> _Batch:
     chosen = pc.equal(plans.column("strategy"), pairs.column("chosen").take(plans.column(PAIR)))
     target = decoded(plans.filter(chosen))
     plans = plans.select([PAIR, "strategy", "topic", "partition", "member"]).unify_dictionaries()  # for group-bys
-    roster, owners = _today(read, pairs)
-    topics = _topics(plans, owners, pairs)
+    roster, owners = today_owners(read, pairs)
+    topics = pair_topics(plans, owners, pairs)
     by_topic = lookup_terms(topics.select(list(SKEW_KEYS)).to_pylist(), SKEW_KEYS)
     skew = typed(table(read, "key_skew", by_topic, SKEW_COLUMNS), SKEW_SCHEMA)
     measured = with_pairs(_measured(skew), topics, SKEW_KEYS)
     slots = Slots(topics, [target, owners, measured])
-    partitions = partition_loads(slots, target, owners, measured, _lags(read, pairs), _weighted(parameters))
+    partitions = partition_loads(slots, target, owners, measured, partition_lags(read, pairs), _weighted(parameters))
     per_member = _per_member(slots, owners, plans, partitions)
     return _Batch(
         found=found,
@@ -319,40 +315,14 @@ def _per_member(
 ) -> dict[int, dict[tuple[str, str], Any]]:
     """Per pair, (assignment, member) -> (partitions, load), today's and every candidate's (unknown load: 1.0)."""
     out: dict[int, dict[tuple[str, str], Any]] = defaultdict(dict)
-    for pair, member, count, load in _tally(slots, owners, [PAIR, "member"], partitions):
+    for pair, member, count, load in tally_loads(slots, owners, [PAIR, "member"], partitions):
         out[pair][(TODAY, member)] = (count, load)
     planned = plans
     if planned.column("member").null_count:  # filtering copies every column: only when a partition is unassigned
         planned = planned.filter(pc.is_valid(planned.column("member")))
-    for pair, strategy, member, count, load in _tally(slots, planned, [PAIR, "strategy", "member"], partitions):
+    for pair, strategy, member, count, load in tally_loads(slots, planned, [PAIR, "strategy", "member"], partitions):
         out[pair][(strategy, member)] = (count, load)
     return out
-
-
-def _tally(slots: Slots, held: pa.Table, by: list[str], partitions: pa.Table) -> Iterator[tuple[Any, ...]]:
-    """(*by, partitions, load) of the rows of `held` per distinct `by` (a partition without a load weighs 1.0).
-
-    Counted TALLY_ROWS rows at a time, then the partial counts and sums added up: the slot lookup of five
-    candidates of a million partitions would otherwise hold a dozen arrays of five million entries at once.
-    """
-    parts = []
-    for start in range(0, held.num_rows, TALLY_ROWS):
-        chunk = held.slice(start, TALLY_ROWS)
-        loads = pa.table({c: chunk.column(c) for c in by}).append_column(
-            "load", pc.fill_null(load_of(partitions, slots.of(chunk)), 1.0)
-        )
-        parts.append(decoded(loads.group_by(by, use_threads=False).aggregate([("load", "count"), ("load", "sum")])))
-    if not parts:
-        return iter(())
-    summed = {c: parts[0].column(c) for c in [*by, "load_count", "load_sum"]}
-    if len(parts) > 1:
-        added = (
-            pa.concat_tables(parts)
-            .group_by(by, use_threads=False)
-            .aggregate([("load_count", "sum"), ("load_sum", "sum")])
-        )
-        summed = {c: added.column(c) for c in by} | {t: added.column(f"{t}_sum") for t in ("load_count", "load_sum")}
-    return zip(*(column.to_pylist() for column in summed.values()), strict=True)
 
 
 def moves(slots: Slots, target: pa.Table, partitions: pa.Table) -> pa.Table:
@@ -480,33 +450,6 @@ def _members(roster: dict[int, set[str]], per_member: dict[int, dict[tuple[str, 
     return {p: sorted(roster.get(p, set()) | {m for _, m in per_member.get(p, {})}) for p in pairs}
 
 
-def _today(read: Read, pairs: pa.Table) -> tuple[dict[int, set[str]], pa.Table]:
-    """Each pair's snapshot members and today's owner of each partition (pair, topic, partition, member: the
-    coordinator's), in the snapshot's order."""
-    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
-    snapshot = typed(table(read, "snapshots", lookup, SNAPSHOT_COLUMNS), SNAPSHOT_SCHEMA).combine_chunks()
-    # A group without members has one row with member_id ''.
-    snapshot = snapshot.filter(pc.fill_null(pc.not_equal(snapshot.column("member_id"), ""), False))
-    members = with_pairs(snapshot.drop_columns("assignment"), pairs, SNAPSHOT_KEYS, ordered=False)
-    roster: dict[int, set[str]] = defaultdict(set)
-    for pair, member in zip(members.column(PAIR).to_pylist(), members.column("member_id").to_pylist(), strict=True):
-        roster[pair].add(member)
-    assignment = snapshot.column("assignment").combine_chunks()
-    held = pc.list_flatten(assignment)
-    owned = snapshot.select([*SNAPSHOT_KEYS, "member_id"]).take(pc.list_parent_indices(assignment))
-    flat = owned.append_column("topic", held.field("topic")).append_column("partition", held.field("partition"))
-    owners = with_pairs(flat.rename_columns([*SNAPSHOT_KEYS, "member", *KEY]), pairs, SNAPSHOT_KEYS)
-    return roster, owners.select([*PAIR_KEY, "member"])
-
-
-def _topics(plans: pa.Table, owners: pa.Table, pairs: pa.Table) -> pa.Table:
-    """Every topic of each pair (in its candidates or today's assignment) with the pair's run: pair, run_id, topic."""
-    each = [decoded(distinct_rows(t, [PAIR, "topic"])) for t in (plans, owners)]
-    named = distinct_rows(pa.concat_tables(each), [PAIR, "topic"])
-    named = named.filter(pc.is_valid(named.column("topic")))
-    return named.append_column("run_id", pairs.column("run_id").take(named.column(PAIR)))
-
-
 def _measured(skew: pa.Table) -> pa.Table:
     """Measured load per partition at today's count, per run and topic (run_id, topic, partition, measured); one
     partitioner per topic, the first by name."""
@@ -515,18 +458,6 @@ def _measured(skew: pa.Table) -> pa.Table:
     mine = current.filter(pc.equal(current.column("partitioner"), current.column("partitioner_min")))
     load = pc.coalesce(mine.column("load"), mine.column("messages"))
     return mine.select([*SKEW_KEYS, "partition"]).append_column("measured", load)
-
-
-def _lags(read: Read, pairs: pa.Table) -> pa.Table:
-    """Lag per partition of every pair (pair, topic, partition, lag): end offset - committed when both are known,
-    else the lag column."""
-    lookup = lookup_terms(pairs.select(list(SNAPSHOT_KEYS)).to_pylist(), SNAPSHOT_KEYS)
-    offsets = typed(table(read, "partition_offsets", lookup), OFFSET_SCHEMA)
-    behind = pc.subtract(offsets.column("end_offset"), offsets.column("committed"))
-    lag = pc.coalesce(pc.max_element_wise(behind, 0.0, skip_nulls=False), offsets.column("lag"))
-    out = offsets.select([*SNAPSHOT_KEYS, *KEY]).append_column("lag", lag)
-    out = with_pairs(out.filter(pc.is_valid(out.column("lag"))), pairs, SNAPSHOT_KEYS, ordered=False)
-    return out.select([*PAIR_KEY, "lag"])
 
 
 def _weighted(parameters: list[dict[str, Any]]) -> pa.Table:

@@ -233,7 +233,7 @@ def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path,
 def test_pages_are_the_same_when_member_loads_are_tallied_a_few_rows_at_a_time(built, tmp_path, monkeypatch):
     lake, _ = built
     whole = write_reports(projected(lake.read_arrow), tmp_path / "whole")
-    monkeypatch.setattr(importlib.import_module("jobs.report.page_content"), "TALLY_ROWS", 3)
+    monkeypatch.setattr(importlib.import_module("jobs.report.arrow_batch"), "TALLY_ROWS", 3)
     chunked = write_reports(projected(lake.read_arrow), tmp_path / "chunked")
     assert all(c.read_bytes() == w.read_bytes() for c, w in zip(chunked, whole, strict=True))
 
