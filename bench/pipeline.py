@@ -7,6 +7,9 @@ and samples the whole process tree (the CLI, Spark's driver JVM, its Python work
 time, CPU time of the tree (user + system: on a shared machine wall time includes waiting for a core, so the
 load average is printed too), peak RSS of the tree, the command's exit code and the time of each step as the
 command prints it. With `--repeat N` each case runs N times on a fresh lake: min / median / max.
+A fresh clone's first run pays one-time costs the later ones do not (Python's bytecode, numba's compiled loops, the
+JVM's class archive when `make install` was skipped): a warm-up run of 20 groups goes first and is printed apart,
+so the figures are the same on a fresh clone as on a working copy (`--no-warm-up` to see the first run's cost).
 Run: `python bench/pipeline.py [--case groups|fleet|large|all] [--repeat N] [--groups N] [--fleet N]
 [--group-members MIN MAX] [--group-partitions MIN MAX] [--group-topics MIN MAX] [--seed S]
 [--topics T --partitions P --members M]`.
@@ -250,11 +253,16 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=2000)
     parser.add_argument("--strategies", default="", help="default: the configured strategies")
     parser.add_argument("--second-run", action="store_true", help="(a) again a day later: throughput loads")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="no warm-up run first")
     args = parser.parse_args()
     print(f"spark.driver.memory: not set (Spark's default, 1g); {os.cpu_count()} cores")
     shape = GroupShape(args.group_members, args.group_partitions, args.group_topics, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
+        if args.warm_up:
+            (work / "warm-up").mkdir()
+            sized_groups(work / "warm-up" / "day1.jsonl", 20, CAPTURED[0], shape)
+            report("warm-up: 20 groups (one-time costs)", rebalance_run(work / "warm-up", work / "lake-w", "w", ""))
         for case, label, groups in (("groups", "a", args.groups), ("fleet", "c", args.fleet)):
             if args.case not in (case, "all"):
                 continue
