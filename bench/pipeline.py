@@ -1,13 +1,18 @@
 """Pipeline benchmark: `rebalance run` end to end on (a) 1,000 groups of issue 12's shape (5-50 members, 1-3 topics of
-10-500 partitions, seeded) and (b) one group of 1,000,000 partitions x 2,000 members, from snapshot files in a
-temporary directory.
+10-500 partitions, seeded), (c) a fleet of 10,000 such groups (about 5M partitions) and (b) one group of 1,000,000
+partitions x 2,000 members, from snapshot files in a temporary directory.
 
 Each case runs the real command in a subprocess with Spark's default driver memory (no spark.driver.memory set)
 and samples the whole process tree (the CLI, Spark's driver JVM, its Python workers) every 50 ms. Prints wall
 time, CPU time of the tree (user + system: on a shared machine wall time includes waiting for a core, so the
-load average is printed too), peak RSS of the tree and the command's exit code.
-Run: `python bench/pipeline.py [--case groups|large|all] [--groups N] [--group-members MIN MAX]
-[--group-partitions MIN MAX] [--group-topics MIN MAX] [--seed S] [--topics T --partitions P --members M]`.
+load average is printed too), peak RSS of the tree, the command's exit code and the time of each step as the
+command prints it. With `--repeat N` each case runs N times on a fresh lake: min / median / max.
+A fresh clone's first run pays one-time costs the later ones do not (Python's bytecode, numba's compiled loops, the
+JVM's class archive when `make install` was skipped): a warm-up run of 20 groups goes first and is printed apart,
+so the figures are the same on a fresh clone as on a working copy (`--no-warm-up` to see the first run's cost).
+Run: `python bench/pipeline.py [--case groups|fleet|large|all] [--repeat N] [--groups N] [--fleet N]
+[--group-members MIN MAX] [--group-partitions MIN MAX] [--group-topics MIN MAX] [--seed S]
+[--topics T --partitions P --members M]`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import argparse
 import json
 import os
 import random
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -192,6 +199,31 @@ def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> 
     return run_measured(command + (["--strategies", strategies] if strategies else []), env)
 
 
+def repeated(
+    case: str, snapshots: Path, lake: Path, run_id: str, strategies: str, repeat: int
+) -> tuple[float, int, float, int, str]:
+    """The case `repeat` times, each into a fresh lake; prints each run, then min / median / max when more than one.
+    Returns the last run's figures."""
+    walls, cpus, peaks = [], [], []
+    for _ in range(repeat):
+        shutil.rmtree(lake, ignore_errors=True)
+        figures = rebalance_run(snapshots, lake, run_id, strategies)
+        report(case, figures)
+        walls.append(figures[0])
+        peaks.append(figures[1])
+        cpus.append(figures[2])
+    if repeat > 1:
+        print(
+            f"{case:<48} min / median / max: wall {spread(walls)} s, CPU {spread(cpus)} s, "
+            f"peak RSS {spread([p / 2**30 for p in peaks], 2)} GB"
+        )
+    return figures
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    return " / ".join(f"{v:.{digits}f}" for v in (min(values), statistics.median(values), max(values)))
+
+
 def report(case: str, figures: tuple[float, int, float, int, str]) -> None:
     wall, peak, cpu, code, tail = figures
     load = os.getloadavg()[0]
@@ -199,14 +231,19 @@ def report(case: str, figures: tuple[float, int, float, int, str]) -> None:
         f"{case:<48} wall {wall:6.1f} s  CPU {cpu:6.1f} s  peak RSS (tree) {peak / 2**30:4.2f} GB  exit {code}"
         f"  (load avg {load:.1f})"
     )
+    steps = [line for line in tail.splitlines() if line.startswith("steps: ")]
+    if steps:
+        print("  " + steps[-1])
     if code not in (0, 1):
         print("  " + tail.replace("\n", "\n  "))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("groups", "large", "all"), default="all")
+    parser.add_argument("--case", choices=("groups", "fleet", "large", "all"), default="all")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case, each into a fresh lake")
     parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--fleet", type=int, default=10_000, help="groups of the fleet case")
     parser.add_argument("--group-members", type=int, nargs=2, default=GroupShape.members, metavar=("MIN", "MAX"))
     parser.add_argument("--group-partitions", type=int, nargs=2, default=GroupShape.partitions, metavar=("MIN", "MAX"))
     parser.add_argument("--group-topics", type=int, nargs=2, default=GroupShape.topics, metavar=("MIN", "MAX"))
@@ -216,37 +253,41 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=2000)
     parser.add_argument("--strategies", default="", help="default: the configured strategies")
     parser.add_argument("--second-run", action="store_true", help="(a) again a day later: throughput loads")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="no warm-up run first")
     args = parser.parse_args()
     print(f"spark.driver.memory: not set (Spark's default, 1g); {os.cpu_count()} cores")
+    shape = GroupShape(args.group_members, args.group_partitions, args.group_topics, args.seed)
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
-        if args.case in ("groups", "all"):
-            files = work / "groups"
+        if args.warm_up:
+            (work / "warm-up").mkdir()
+            sized_groups(work / "warm-up" / "day1.jsonl", 20, CAPTURED[0], shape)
+            report("warm-up: 20 groups (one-time costs)", rebalance_run(work / "warm-up", work / "lake-w", "w", ""))
+        for case, label, groups in (("groups", "a", args.groups), ("fleet", "c", args.fleet)):
+            if args.case not in (case, "all"):
+                continue
+            files = work / case
             files.mkdir()
-            shape = GroupShape(args.group_members, args.group_partitions, args.group_topics, args.seed)
-            sized_groups(files / "day1.jsonl", args.groups, CAPTURED[0], shape)
+            sized_groups(files / "day1.jsonl", groups, CAPTURED[0], shape)
             size = (files / "day1.jsonl").stat().st_size / 2**20
-            report(
-                f"(a) {args.groups} groups, {describe(shape)} ({size:.0f} MB)",
-                rebalance_run(files, work / "lake-a", "bench-a1", args.strategies),
-            )
+            name = f"({label}) {groups:,} groups, {describe(shape)} ({size:.0f} MB)"
+            repeated(name, files, work / f"lake-{label}", f"bench-{label}1", args.strategies, args.repeat)
             if args.second_run:
                 (files / "day1.jsonl").unlink()
-                sized_groups(files / "day2.jsonl", args.groups, CAPTURED[1], shape, growth=86_400)
+                sized_groups(files / "day2.jsonl", groups, CAPTURED[1], shape, growth=86_400)
                 report(
-                    "(a) the same groups a day later",
-                    rebalance_run(files, work / "lake-a", "bench-a2", args.strategies),
+                    f"({label}) the same groups a day later",
+                    rebalance_run(files, work / f"lake-{label}", f"bench-{label}2", args.strategies),
                 )
+            shutil.rmtree(files)
         if args.case in ("large", "all"):
             files = work / "large"
             files.mkdir()
             large_group(files / "large.json", args.topics, args.partitions, args.members, CAPTURED[1])
             n = args.topics * args.partitions
             size = (files / "large.json").stat().st_size / 2**20
-            report(
-                f"(b) {n:,} partitions x {args.members:,} members ({size:.0f} MB)",
-                rebalance_run(files, work / "lake-b", "bench-b", args.strategies),
-            )
+            name = f"(b) {n:,} partitions x {args.members:,} members ({size:.0f} MB)"
+            repeated(name, files, work / "lake-b", "bench-b", args.strategies, args.repeat)
 
 
 if __name__ == "__main__":
