@@ -56,8 +56,8 @@ from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import get_spark
 from jobs.steps import changes, history, ingest, maintain, migration, publish, verify
-from jobs.steps.lifecycle import SETTLED_COLUMNS
 from jobs.steps.plan import allocate_generations
+from jobs.tables.lifecycle import SETTLED_COLUMNS
 from schemas import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]

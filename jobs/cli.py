@@ -409,16 +409,16 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     import json
 
-    from jobs.apply.plan import parse_plan, write_plan
+    from jobs.apply.plan import write_plan
     from jobs.config import Config
     from jobs.context import RunContext
-    from jobs.steps import export
+    from jobs.tables import export
 
-    doc = export.run(RunContext.create(Config.from_env(lake=args.lake), trigger="export"), args.group, args.generation)
+    lake = RunContext.create(Config.from_env(lake=args.lake), trigger="export").lake
+    plan = export.plan_of(lake, export.select_generation(lake, args.group, args.generation))
     if not args.output:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(plan.to_json(), indent=2))
         return 0
-    plan = parse_plan(doc)
     try:
         write_plan(plan, args.output)
     except OSError as e:

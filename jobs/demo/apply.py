@@ -266,7 +266,7 @@ def _exported(lake: str | os.PathLike[str], group_id: str, directory: Path | Non
     the lake's plans/)."""
     from jobs.config import Config
     from jobs.context import RunContext, new_run_id
-    from jobs.steps import export
+    from jobs.tables import export
 
     ctx = RunContext.create(Config(lake=str(lake)), new_run_id("apply"), trigger="apply")
     plan = export.plan_of(ctx.lake, export.select_generation(ctx.lake, group_id))

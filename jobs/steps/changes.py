@@ -9,7 +9,7 @@ from typing import Any
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.steps.snapshot_docs import previous_snapshot_ids, run_generations, snapshot_documents
+from jobs.tables.snapshot_docs import previous_snapshot_ids, run_generations, snapshot_documents
 from planner.changes import group_changes
 
 

@@ -4,7 +4,7 @@ For every table, under the lake lock (no run commits meanwhile; a run's next com
 1. with `retention_days` above the table's file or log retention, those properties are raised to it (time travel
    needs both the removed files and the log entries of a version);
 2. bulky tables lose the rows of generations and runs older than `bulky_retention_days`, except what the lake still
-   works from (`jobs.steps.expiry`: every group's newest and newest approved generation, among others);
+   works from (`jobs.tables.expiry`: every group's newest and newest approved generation, among others);
 3. OPTIMIZE (delta-rs bin-packing compaction) rewrites the small files each commit leaves into few;
 4. VACUUM deletes the files no version of the last `retention_days` references (`jobs.io.delta_maintenance`);
 5. a checkpoint of the current version, then the log entries older than the log retention are deleted.
@@ -23,7 +23,7 @@ from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
 from jobs.context import RunContext
 from jobs.io import delta_maintenance as delta
 from jobs.io.lake import Lake, failures_named
-from jobs.steps.expiry import Expired, expired
+from jobs.tables.expiry import Expired, expired
 from planner.errors import InputError
 from schemas import TABLES
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.steps.snapshot_docs import run_generations, snapshot_documents
+from jobs.tables.snapshot_docs import run_generations, snapshot_documents
 from planner.errors import InputError
 from planner.group_protocol import group_type
 from planner.migration import DEFAULT_MAX_SIZE, DEFAULT_POLICY, Policy, Readiness, readiness

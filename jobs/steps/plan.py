@@ -1,6 +1,6 @@
 """Plan: every strategy's candidate assignment for every group of a run, computed by Spark tasks.
 
-Extract the snapshot's members, partition counts and load measurements (`jobs.steps.plan_loads`); transform in
+Extract the snapshot's members, partition counts and load measurements (`jobs.tables.plan_loads`); transform in
 `jobs.kernels.plan` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
@@ -35,7 +35,7 @@ from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import local_frame, session_conf
 from jobs.kernels.loads import check_mode
 from jobs.kernels.plan import OUTCOME, PlanSettings, plan_kernel
-from jobs.steps.plan_loads import measurements, previous_snapshots
+from jobs.tables.plan_loads import measurements, previous_snapshots
 from planner.assignors import load
 from planner.errors import SourceError
 from schemas.status import GenerationStatus

@@ -14,7 +14,7 @@ from typing import Any
 from jobs.context import RunContext
 from jobs.io.flags import APPROVAL, env_flag
 from jobs.io.lake import rows_table
-from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from jobs.terminal import short
 from schemas.status import GenerationStatus as S
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from jobs.context import RunContext
 from jobs.io.lake import rows_table
-from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from planner.errors import InputError
 from schemas.status import GenerationStatus as S
 

@@ -1,6 +1,6 @@
 """Key skew: how unevenly a topic's keys load its partitions today and at what-if partition counts.
 
-Extract key samples (jobs.steps.skew_input) and each topic's partition count; transform in Spark with the
+Extract key samples (jobs.tables.skew_input) and each topic's partition count; transform in Spark with the
 vectorized hashing of `planner.hashing` inside mapInArrow (jobs.kernels.key_skew), then small DataFrame steps for
 shares, Gini, hot keys, the recommended count and the partitioner fingerprint; load `key_skew`,
 `key_skew_summary`, `key_skew_hot_keys` and `key_skew_fingerprint` by MERGE on the run id, so a rerun replaces
@@ -24,8 +24,8 @@ from jobs.context import RunContext, new_run_id
 from jobs.io.lake import Lake
 from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicCounts, map_kernel, reduce_kernel
 from jobs.kernels.samples import SampleSource
-from jobs.steps.skew_input import resolve
 from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
+from jobs.tables.skew_input import resolve
 from planner.errors import InputError
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
@@ -69,7 +69,7 @@ def measure(
 ) -> DataFrame:
     """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
 
-    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.steps.skew_input).
+    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.tables.skew_input).
     """
     measured = dict(measured)
     units = pa.table(

@@ -21,7 +21,7 @@ from jobs.apply.matching import LiveMember, describe, match_members
 from jobs.apply.plan import Plan
 from jobs.context import RunContext
 from jobs.io.lake import rows_table
-from jobs.steps.export import WAS_APPROVED, build_plan
+from jobs.tables.export import WAS_APPROVED, build_plan
 from jobs.terminal import short
 from planner.errors import InputError
 from schemas.tables import WHAT_IF_SOURCE

@@ -31,7 +31,7 @@ from jobs.demo.apply import (
     wait_converged,
 )
 from jobs.io.lake import Lake
-from jobs.steps import export
+from jobs.tables import export
 from planner import assign
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]

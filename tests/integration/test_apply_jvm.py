@@ -43,7 +43,7 @@ from jobs.demo.kip848_members import Kip848Group, kip848_group
 from jobs.demo.traffic import Traffic, drained
 from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
-from jobs.steps import export
+from jobs.tables import export
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -265,7 +265,7 @@ def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
 
     from jobs.kernels.samples import read_units
-    from jobs.steps.skew_input import SampleInputError, resolve
+    from jobs.tables.skew_input import SampleInputError, resolve
 
     data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
     write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
@@ -292,7 +292,7 @@ def test_lake_samples_use_the_newest_sample_set(lake):
     from datetime import UTC, datetime
 
     from jobs.kernels.samples import read_units
-    from jobs.steps.skew_input import resolve
+    from jobs.tables.skew_input import resolve
 
     def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
         return pa.Table.from_pylist(
@@ -327,7 +327,7 @@ def test_samples_are_found_without_delta_rs_python_file_handler(lake, tmp_path: 
     from deltalake.fs import DeltaStorageHandler
 
     from jobs.io.lake import rows_table
-    from jobs.steps.skew_input import resolve
+    from jobs.tables.skew_input import resolve
 
     lake.append(
         "key_samples", rows_table("key_samples", [{"sample_id": "s", "topic": "t", "partition": 0, "offset": 0}])

@@ -20,7 +20,8 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io import delta_maintenance as delta
 from jobs.io.lake import Lake, rows_table
-from jobs.steps import export, maintain
+from jobs.steps import maintain
+from jobs.tables import export
 from schemas import TABLES
 
 pytestmark = pytest.mark.spark
@@ -171,7 +172,8 @@ def test_bulky_rows_of_old_generations_go_but_never_a_groups_latest_approved_one
         if name not in (*PER_GENERATION, "topic_partitions", "partition_offsets"):
             assert after[name] == rows[name], name  # generations and the small tables are kept whole
     assert done["plans"]["rows_deleted"] > 0
-    plan = export.run(context(lake), "payments")  # reads generation 2's plan rows, snapshot and partition counts
+    # reads generation 2's plan rows, snapshot and partition counts
+    plan = export.plan_of(lake, export.select_generation(lake, "payments")).to_json()
     assert (plan["generation_id"], plan["snapshot_id"], plan["topics"]) == (2, "run-2", {"orders": 12, "refunds": 4})
     assert sum(len(ps) for m in plan["members"].values() for ps in m["assignment"].values()) == 16
 
