@@ -25,8 +25,7 @@ from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
 from jobs.kernels.samples import read_units
-from jobs.steps.skew import run
-from jobs.steps.skew_options import SkewOptions
+from jobs.steps.skew import SkewOptions, run
 from jobs.tables.skew_input import resolve
 from planner.hashing import MURMUR2, hash_words, key_buffers
 from planner.partitioners import get_partitioner

@@ -22,7 +22,7 @@ modification time of every file written that night, so the log retention (30 day
 files' modification times, also after every commit) sees a year of log.
 
 Then it prints the files of the tables (data and log), the lake's size, the data files a reader opens, and the wall
-time of an `assignment_history` query (Spark SQL over `jobs.steps.history`'s view; best of 3 after a warm-up):
+time of an `assignment_history` query (Spark SQL over `jobs.cli.history`'s view; best of 3 after a warm-up):
 before maintenance; after `maintain --bulky-retention-days 36500` (compaction and checkpoints alone: the query
 reads the same rows as before); after `maintain` with its defaults (7 days, bulky rows 30 days); and after
 `maintain --retention-days 0`. Delta dates a removed file by the remove action's timestamp in the log, which is
@@ -50,12 +50,13 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import get_spark
-from jobs.steps import changes, history, ingest, maintain, migration, publish, verify
+from jobs.steps import changes, ingest, maintain, migration, publish, verify
 from jobs.steps.plan import allocate_generations
 from jobs.tables.lifecycle import SETTLED_COLUMNS
 from schemas import TABLES

@@ -64,7 +64,7 @@ def scenario(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
 def skew(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
     """Key skew of the run's key samples, if any; its per-partition loads weight the plans."""
     from jobs.steps import skew
-    from jobs.steps.skew_options import SkewOptions, parse_what_if
+    from jobs.steps.skew import SkewOptions, parse_what_if
 
     what_if = parse_what_if(ctx.config.what_if) if ctx.config.what_if else ()
     summary = skew.run(ctx, SkewOptions(sample_id=ctx.run_id, what_if=what_if))

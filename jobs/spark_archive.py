@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 from jobs import pipeline
+from jobs.cli.history import query
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.spark import JVM_OPTIONS, SparkSettings, delta_jars, get_spark, stop_spark
 from jobs.io.spark_cds import CDS_DIR, ROOT, archive_path
-from jobs.steps.history import query
 
 
 def train() -> Path:

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.cli.skew_options import parse_counts, parse_partitioners
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.kernels.key_skew import TopicCounts, key_metrics, partial_keys, placements
 from jobs.kernels.samples import SAMPLE_SCHEMA
-from jobs.steps.skew import counts_to_measure, partition_weights, run
-from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
+from jobs.steps.skew import SkewOptions, counts_to_measure, parse_what_if, partition_weights, run
 from planner.partitioners import PARTITIONERS, partition_key
 
 COUNTS = {"orders": 6, "events": 4, "quiet": 3}

@@ -10,10 +10,11 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.steps import gate, history, ingest, plan, publish
+from jobs.steps import gate, ingest, plan, publish
 from planner import assign
 from planner.group import from_snapshot
 

@@ -166,9 +166,9 @@ def _add_sql(sub: argparse._SubParsersAction) -> None:
 
 
 def _sql(args: argparse.Namespace) -> int:
+    from jobs.cli.history import query
     from jobs.config import Config
     from jobs.context import RunContext
-    from jobs.steps.history import query
 
     print(query(RunContext.create(Config.from_env(lake=args.lake), trigger="sql"), args.query, args.limit))
     return 0
@@ -278,7 +278,7 @@ def _hash(args: argparse.Namespace) -> int:
 
 
 def _add_skew(sub: argparse._SubParsersAction) -> None:
-    from jobs.steps.skew_options import add_arguments
+    from jobs.cli.skew_options import add_arguments
 
     p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
     add_arguments(p)
@@ -287,10 +287,10 @@ def _add_skew(sub: argparse._SubParsersAction) -> None:
 
 
 def _skew(args: argparse.Namespace) -> int:
+    from jobs.cli.skew_options import format_summary, options_from_args
     from jobs.config import Config
     from jobs.context import RunContext
     from jobs.steps.skew import run
-    from jobs.steps.skew_options import format_summary, options_from_args
 
     options = options_from_args(args)
     ctx = RunContext.create(Config.from_env(lake=args.lake), args.run_id, trigger="skew")
@@ -314,8 +314,8 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
 
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
+    from jobs.cli.skew_options import parse_counts
     from jobs.context import RunContext
-    from jobs.steps.skew_options import parse_counts
     from jobs.what_if_answer import answer, as_json, format_answer
 
     params = {
@@ -459,9 +459,9 @@ def _add_migration(sub: argparse._SubParsersAction) -> None:
 
 
 def _migration(args: argparse.Namespace) -> int:
+    from jobs.cli.migration import format_readiness, latest
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.migration import format_readiness, latest
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
     if not lake.exists("migration_readiness"):
@@ -480,9 +480,9 @@ def _add_diff(sub: argparse._SubParsersAction) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from jobs.cli.diff import format_diff, stored
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.diff import format_diff, stored
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
     if not lake.exists("plan_diffs"):
@@ -500,9 +500,9 @@ def _add_metrics(sub: argparse._SubParsersAction) -> None:
 
 
 def _metrics(args: argparse.Namespace) -> int:
+    from jobs.cli.metrics import serve
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.signals import serve
 
     return serve(Lake(Config.from_env(lake=args.lake).lake), args.host, args.port)
 
@@ -572,7 +572,3 @@ def _end_promptly() -> None:
         os._exit(_exit_code[0])
 
     atexit.register(end)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
