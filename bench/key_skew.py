@@ -164,7 +164,7 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     print(
         f"key-skew job end to end: {elapsed:.1f} s for {args.rows:,} keys, {args.topics} topics x "
-        f"{1 + len(WHAT_IF)} counts ({summary.num_rows} summary rows; target < 60 s)"
+        f"{1 + len(WHAT_IF)} counts ({len(summary.rows)} summary rows; target < 60 s)"
     )
     print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
 

@@ -266,12 +266,12 @@ def main() -> None:
         ctx = RunContext.create(Config(lake=str(lake.root)), trigger="maintain", spark=spark)
         for days, bulky in ((7, maintain.MAX_DAYS), (7, 30), (0, 30)):
             start = time.perf_counter()
-            rows = maintain.run(ctx, retention_days=days, bulky_retention_days=bulky)
+            result = maintain.run(ctx, retention_days=days, bulky_retention_days=bulky)
             took = time.perf_counter() - start
             label = f"after maintain {days} / {bulky} days"
             states.append((label, measure(lake), *time_query(spark, lake)))
             print(f"\nmaintain --retention-days {days} --bulky-retention-days {bulky} ({took:.1f} s):")
-            print(maintain.format_report(rows))
+            print(result.text)
         print(f"\n{'':<36} {'files':>7} {'data':>7} {'log':>7} {'live':>6} {'size':>9} {'query':>8} {'rows':>8}")
         for label, m, seconds, result_rows in states:
             print(

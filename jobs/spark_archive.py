@@ -33,7 +33,7 @@ def train() -> Path:
         pipeline.run(config, "cds-training", spark=spark)
         ctx = RunContext.create(config, "cds-what-if", spark=spark)
         for name in pipeline.WHAT_IF:
-            pipeline.STEPS[name](ctx, {"group": "payments", "add_members": 1})
+            pipeline.step(ctx, name, {"group": "payments", "add_members": 1})
         query(ctx, "SELECT group_id, count(*) AS n FROM assignment_history GROUP BY group_id", 10)
         stop_spark(spark)
     os.environ.pop("REBALANCE_SPARK_CDS_TRAINING")

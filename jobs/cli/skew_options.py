@@ -4,6 +4,7 @@ summary as text. Spark loads only when a command runs: every command's parser is
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
@@ -38,7 +39,7 @@ def parse_partitioners(text: str) -> tuple[str, dict[str, str]]:
     return default, per_topic
 
 
-def format_summary(table: Any) -> str:
+def format_summary(rows: Iterable[Mapping[str, Any]]) -> str:
     """The summary as an aligned text table, one line per topic and candidate count."""
     header = [
         "topic",
@@ -55,7 +56,7 @@ def format_summary(table: Any) -> str:
         "error",
     ]
     lines = [header]
-    for r in table.to_pylist():
+    for r in rows:
         lines.append(
             [
                 r["topic"],

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import rows_table
 from jobs.tables.snapshot_docs import run_generations, snapshot_documents
 from planner.errors import InputError
@@ -32,19 +32,19 @@ def broker_settings(environ: Mapping[str, str] | None = None) -> tuple[Policy, i
     return policy, int(size)
 
 
-def run(ctx: RunContext) -> dict[str, bool]:
-    """Readiness of each classic group of snapshot `ctx.run_id` with a generation; returns group -> ready."""
+def run(ctx: RunContext) -> StepResult:
+    """Readiness of each classic group of snapshot `ctx.run_id` with a generation; a row per group: ready."""
     policy, max_size = broker_settings()
     generations = run_generations(ctx.lake, ctx.run_id)
-    rows, out = [], {}
+    rows, out = [], []
     for group_id, doc in snapshot_documents(ctx.lake, ctx.run_id, set(generations)).items():
         if group_type(doc) != "classic":
             continue
         r = readiness(doc, policy=policy, max_size=max_size)
         rows.append(_row(r, generations[group_id], ctx.run_id))
-        out[group_id] = r.ready
+        out.append({"group_id": group_id, "ready": r.ready})
     ctx.lake.merge("migration_readiness", rows_table("migration_readiness", rows))
-    return out
+    return StepResult(tuple(out))
 
 
 def _row(r: Readiness, generation_id: int, snapshot_id: str) -> dict[str, Any]:

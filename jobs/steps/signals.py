@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest, write_to_textf
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
 from planner.load import gini
 from schemas.status import GenerationStatus
@@ -31,10 +31,11 @@ METRICS_FILE = "metrics/rebalance.prom"
 VERDICTS = ("applied", "drifted")  # jobs.steps.verify's verdicts
 
 
-def run(ctx: RunContext) -> dict[str, Any]:
-    """Write the lake's metrics file; returns its path and the run's alarms (empty when all is well)."""
+def run(ctx: RunContext) -> StepResult:
+    """Write the lake's metrics file (its path the one row) and raise the run's alarms (none when all is well)."""
     path = write(ctx.lake)
-    return {"metrics": path, "alarms": alarms(ctx.lake, ctx.run_id)}
+    found = tuple(alarms(ctx.lake, ctx.run_id))
+    return StepResult(({"metrics": path},), "\n".join(f"alarm: {a}" for a in found), alarms=found)
 
 
 def write(lake: Lake) -> str:

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
 from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicCounts, map_kernel, reduce_kernel
 from jobs.kernels.samples import SampleSource
@@ -301,13 +301,14 @@ def partition_counts(lake: Lake, snapshot_id: str) -> dict[str, int]:
     return counts
 
 
-def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> pa.Table:
-    """Measure key skew for run `ctx.run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
+def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> StepResult:
+    """Measure key skew for run `ctx.run_id` and MERGE the four tables; a row per topic and candidate count: the
+    summary, but for its run stamp and hot key (bytes, kept in the lake)."""
     options = options or SkewOptions()
     spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
-        return KEY_SKEW_SUMMARY.schema.empty_table()  # nothing sampled: nothing to measure or write
+        return StepResult()  # nothing sampled: nothing to measure or write
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(lake, run_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
@@ -329,7 +330,8 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
             spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         else:
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
-    return written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
+    summary = written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
+    return StepResult(tuple(summary.drop_columns(["run_id", "computed_at", "hot_key"]).to_pylist()))
 
 
 def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:

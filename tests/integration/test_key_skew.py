@@ -147,8 +147,8 @@ def measured(spark, records, tmp_path_factory: pytest.TempPathFactory):
     path = root / "samples.parquet"
     pq.write_table(pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA), path)
     options = SkewOptions(partitions=COUNTS, partitioners=PARTITIONER, what_if=WHAT_IF, top_keys=3, input=str(path))
-    summary = run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
-    return summary.to_pylist(), lake, options
+    run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
+    return lake.read_arrow("key_skew_summary", [("run_id", "=", "run-1")]).to_pylist(), lake, options
 
 
 def test_key_skew_rows_equal_independent_count(measured, records):
@@ -384,7 +384,7 @@ def test_nightly_defaults_read_the_lake(spark, lake):
     from datetime import UTC, datetime
 
     summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-1", spark=spark))
-    assert summary.num_rows == 0 and lake.read_arrow("key_skew").num_rows == 0
+    assert len(summary.rows) == 0 and lake.read_arrow("key_skew").num_rows == 0
     assert partition_weights(lake, "nightly-1") == {}
     # Samples but no snapshot of their topics: every topic reports the missing partition count.
     lake.append(
@@ -405,15 +405,18 @@ def test_nightly_defaults_read_the_lake(spark, lake):
             schema=lake.read_arrow("key_samples").schema,
         ),
     )
-    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-2", spark=spark)).to_pylist()
+    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-2", spark=spark)).rows
     assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
         ("a", 0, True),
         ("b", 0, True),
     ]
     # The DAG passes its own run's sample set: a run that sampled nothing measures nothing.
     assert (
-        run(
-            RunContext.create(Config(lake=str(lake.root)), "nightly-3", spark=spark), SkewOptions(sample_id="nightly-3")
-        ).num_rows
+        len(
+            run(
+                RunContext.create(Config(lake=str(lake.root)), "nightly-3", spark=spark),
+                SkewOptions(sample_id="nightly-3"),
+            ).rows
+        )
         == 0
     )
