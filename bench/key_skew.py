@@ -25,9 +25,8 @@ from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
 from jobs.kernels.samples import read_units
-from jobs.steps.skew import run
-from jobs.steps.skew_input import resolve
-from jobs.steps.skew_options import SkewOptions
+from jobs.steps.skew import SkewOptions, run
+from jobs.tables.skew_input import resolve
 from planner.hashing import MURMUR2, hash_words, key_buffers
 from planner.partitioners import get_partitioner
 
@@ -165,7 +164,7 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     print(
         f"key-skew job end to end: {elapsed:.1f} s for {args.rows:,} keys, {args.topics} topics x "
-        f"{1 + len(WHAT_IF)} counts ({summary.num_rows} summary rows; target < 60 s)"
+        f"{1 + len(WHAT_IF)} counts ({len(summary.rows)} summary rows; target < 60 s)"
     )
     print(f"cpu count {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
 

@@ -22,7 +22,7 @@ modification time of every file written that night, so the log retention (30 day
 files' modification times, also after every commit) sees a year of log.
 
 Then it prints the files of the tables (data and log), the lake's size, the data files a reader opens, and the wall
-time of an `assignment_history` query (Spark SQL over `jobs.steps.history`'s view; best of 3 after a warm-up):
+time of an `assignment_history` query (Spark SQL over `jobs.cli.history`'s view; best of 3 after a warm-up):
 before maintenance; after `maintain --bulky-retention-days 36500` (compaction and checkpoints alone: the query
 reads the same rows as before); after `maintain` with its defaults (7 days, bulky rows 30 days); and after
 `maintain --retention-days 0`. Delta dates a removed file by the remove action's timestamp in the log, which is
@@ -50,14 +50,15 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import get_spark
-from jobs.steps import changes, history, ingest, maintain, migration, publish, verify
-from jobs.steps.lifecycle import SETTLED_COLUMNS
+from jobs.steps import changes, ingest, maintain, migration, publish, verify
 from jobs.steps.plan import allocate_generations
+from jobs.tables.lifecycle import SETTLED_COLUMNS
 from schemas import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,12 +266,12 @@ def main() -> None:
         ctx = RunContext.create(Config(lake=str(lake.root)), trigger="maintain", spark=spark)
         for days, bulky in ((7, maintain.MAX_DAYS), (7, 30), (0, 30)):
             start = time.perf_counter()
-            rows = maintain.run(ctx, retention_days=days, bulky_retention_days=bulky)
+            result = maintain.run(ctx, retention_days=days, bulky_retention_days=bulky)
             took = time.perf_counter() - start
             label = f"after maintain {days} / {bulky} days"
             states.append((label, measure(lake), *time_query(spark, lake)))
             print(f"\nmaintain --retention-days {days} --bulky-retention-days {bulky} ({took:.1f} s):")
-            print(maintain.format_report(rows))
+            print(result.text)
         print(f"\n{'':<36} {'files':>7} {'data':>7} {'log':>7} {'live':>6} {'size':>9} {'query':>8} {'rows':>8}")
         for label, m, seconds, result_rows in states:
             print(

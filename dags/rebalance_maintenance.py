@@ -1,6 +1,6 @@
 """Weekly lake maintenance: compact, checkpoint and VACUUM every table, and delete the bulky rows of old runs.
 
-One task, one call into `jobs.steps.maintain`, under the lake lock (a planning run's next commit waits for it).
+One task, the `maintain` step of `jobs.pipeline`, under the lake lock (a planning run's next commit waits for it).
 The schedule comes from `REBALANCE_MAINTENANCE_SCHEDULE` (default 04:00 UTC on Sundays). Parameters:
 `retention_days` (default 7: VACUUM keeps the files of the last 7 days' versions, so time travel reaches that far),
 `bulky_retention_days` (default 30: plans, plan diffs, partition loads, key samples, key skew and per-snapshot
@@ -17,7 +17,8 @@ import pendulum
 from airflow.sdk import Param, dag
 
 from jobs.airflow.notify import WebhookNotifier
-from jobs.airflow.tasks import lake_param, maintenance_task, retention_params
+from jobs.airflow.tasks import chain_steps, lake_param, retention_params
+from jobs.pipeline import MAINTENANCE
 
 PARAMS = {
     **retention_params(),
@@ -38,7 +39,7 @@ PARAMS = {
     tags=["rebalance"],
 )
 def rebalance_maintenance() -> None:
-    maintenance_task(PARAMS)
+    chain_steps(MAINTENANCE, PARAMS)
 
 
 rebalance_maintenance()

@@ -14,7 +14,7 @@ RETENTION_DAYS = 7
 versions need this long, so time travel reaches this far back; Delta's own default (`interval 1 week`)."""
 BULKY_RETENTION_DAYS = 30
 """Default of `--bulky-retention-days`: plans, loads, key samples and the like of older generations and runs are
-deleted (`jobs.steps.expiry`); the generations themselves stay."""
+deleted (`jobs.tables.expiry`); the generations themselves stay."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The run context every step receives: configuration, run id, trigger, the lake, and a lazily started Spark session.
+"""The step contract: the run context every step receives (configuration, run id, trigger, the lake, and a lazily
+started Spark session) and the `StepResult` every step returns.
 
 One context serves a whole `rebalance run` (or one Airflow task): the lake's tables are created once when it is
 built, and Spark starts when a step first asks for it (ingest and publish never do), or in the background from
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from jobs.config import Config
@@ -30,6 +32,26 @@ if TYPE_CHECKING:
 def new_run_id(trigger: str = "manual") -> str:
     """A run id in Airflow's style plus a random suffix, unique even for runs started in the same millisecond."""
     return f"{trigger}__{datetime.now(UTC).isoformat(timespec='milliseconds')}_{uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a step did, small and in JSON's types for XCom: a row per group it touched (per topic for skew, per table
+    for maintain), what it tells a person, the inputs it set aside, and the alarms that fail its run."""
+
+    rows: tuple[dict[str, Any], ...] = ()
+    text: str = ""  # printed when the step ends: in `rebalance run`'s output, in the Airflow task's log
+    quarantined: tuple[tuple[str, str], ...] = ()  # (source, reason) of each input kept whole in `quarantine`
+    alarms: tuple[str, ...] = ()  # fail the run once everything is written (a rejected generation, a drifted plan)
+
+    @property
+    def groups(self) -> list[str]:
+        """The group of each row, in order (the ingest step's: the groups ingested)."""
+        return [r["group_id"] for r in self.rows]
+
+    def by_group(self, column: str) -> dict[str, Any]:
+        """group id -> `column` of its row: the plan step's generation ids, the gate's verdicts, the report's pages."""
+        return {r["group_id"]: r[column] for r in self.rows}
 
 
 @dataclass
@@ -88,6 +110,14 @@ class RunContext:
             local = str(self.lake.local) if self.lake.local is not None else None
             check_executors(spark, settings.remote or settings.master, local)
         return spark
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where report pages go: `REBALANCE_REPORTS`, else `<lake>/reports` for a local lake and `./reports` (in the
+        working directory) for a lake on S3: pages are opened from a local disk."""
+        if self.config.reports:
+            return Path(self.config.reports)
+        return self.lake.local / "reports" if self.lake.local else Path("reports").resolve()
 
     @property
     def embedded(self) -> bool:

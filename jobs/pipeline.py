@@ -1,8 +1,10 @@
-"""The pipeline as a table of steps: the nightly run and the what-if run, each step one call for a task or the CLI.
+"""The pipeline as a table of steps: the nightly run, the what-if run and the lake's maintenance.
 
-Steps share nothing but the lake, keyed by the run id, so each can run in its own process (an Airflow task) or all
-in one (`run`, used by `rebalance run` and the tests). Their return values are small, for XCom. This module stays
-light to import (DAG files import it at parse time): the steps and Spark load only when a step runs.
+`STEPS` is the only way a step runs, in `rebalance run` (`run`) and in an Airflow task (`run_step`) alike: each
+entry passes a run's params (a DAG run's typed params; none for `rebalance run`) to its step as arguments, and
+every step returns a `StepResult`, whose text is printed when it ends. Steps share nothing but the lake, keyed by
+the run id, so each can run in its own process (an Airflow task) or all in one. This module stays light to import
+(DAG files import it at parse time): the steps and Spark load only when a step runs.
 """
 
 from __future__ import annotations
@@ -16,41 +18,34 @@ from jobs.config import Config
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.context import RunContext
-    from jobs.steps.ingest import IngestResult
+    from jobs.context import RunContext, StepResult
 
 AFTER_PLAN = ("changes", "migration")  # steps that write onto the generations `plan` allocates
 # The last step that needs Spark is the gate: the Python-only steps after it run once the driver JVM is stopped.
 NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", *AFTER_PLAN, "publish", "report", "review", "signals")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
+MAINTENANCE = ("maintain",)
 
 
-def ingest(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Ingest the run's snapshots (Kafka or files); returns the groups and the quarantined sources."""
+def ingest(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Ingest the run's snapshots (Kafka or files); bad input goes to quarantine, named."""
     from jobs.steps import ingest
 
-    result = ingest.run(ctx)
-    return {"groups": result.groups, "quarantined": [source for source, _ in result.quarantined]}
+    return ingest.run(ctx)
 
 
-def verify(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+def verify(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Compare the snapshot just ingested with each group's approved plan: applied, or drifted (and where)."""
     from jobs.steps import verify
 
-    results = verify.run(ctx)
-    for result in results:
-        print(verify.format_verdict(result))
-    return [
-        {k: r[k] for k in ("group_id", "generation_id", "verification")} | {"differing": len(r["differing"])}
-        for r in results
-    ]
+    return verify.run(ctx)
 
 
-def scenario(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+def scenario(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Write a what-if scenario of one group (`params`: group, partitions, add_members, ...) as the run's snapshot."""
     from jobs.steps import what_if
 
-    result = what_if.run(
+    return what_if.run(
         ctx,
         params["group"],
         partitions=params.get("partitions") or {},
@@ -58,27 +53,24 @@ def scenario(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
         remove_members=params.get("remove_members") or (),
         snapshot_id=params.get("snapshot_id") or None,
     )
-    return {"groups": result.groups, "quarantined": []}
 
 
-def skew(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+def skew(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Key skew of the run's key samples, if any; its per-partition loads weight the plans."""
     from jobs.steps import skew
-    from jobs.steps.skew_options import SkewOptions, parse_what_if
 
-    what_if = parse_what_if(ctx.config.what_if) if ctx.config.what_if else ()
-    summary = skew.run(ctx, SkewOptions(sample_id=ctx.run_id, what_if=what_if))
-    return {"topics": sorted(set(summary.column("topic").to_pylist()))}
+    what_if = skew.parse_what_if(ctx.config.what_if) if ctx.config.what_if else ()
+    return skew.run(ctx, skew.SkewOptions(sample_id=ctx.run_id, what_if=what_if))
 
 
-def plan(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, int]:
+def plan(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Plan every group of the run with each strategy, weighting partitions by the run's measured loads."""
     from jobs.steps import plan
 
     return plan.run(ctx)
 
 
-def changes(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
+def changes(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """What changed in each planned group since its previous snapshot (joins, leaves, subscriptions, partitions).
 
     Runs once the plan step has allocated the run's generations: the changes are stored on them.
@@ -88,61 +80,80 @@ def changes(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
     return changes.run(ctx)
 
 
-def migration(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
+def migration(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Readiness of every planned classic group for group.protocol=consumer (KIP-848), per generation."""
     from jobs.steps import migration
 
     return migration.run(ctx)
 
 
-def gate(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, bool]:
+def gate(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
     """Validate the run's chosen candidates with Great Expectations."""
     from jobs.steps import gate
 
     return gate.run(ctx)
 
 
-def publish(ctx: RunContext, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Approve or reject the run's generations and print the report."""
+def publish(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Approve or reject the run's generations; `params` approval (default REBALANCE_APPROVAL) gates them instead."""
+    from jobs.io.flags import APPROVAL, env_flag
     from jobs.steps import publish
 
-    report = publish.run(ctx)
-    print(publish.format_report(report))
-    return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in report]
+    approval = params.get("approval")
+    return publish.run(ctx, approval=env_flag(APPROVAL) if approval is None else bool(approval))
 
 
-def report(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, str]:
-    """Write the HTML report of every generation of the run; returns group -> page path."""
+def report(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Write the HTML report of every generation of the run."""
     from jobs.steps import report
-    from jobs.terminal import short
 
-    pages = report.run(ctx)
-    for group, page in pages.items():
-        print(f"report {short(group)}: {page}")
-    return pages
+    return report.run(ctx)
 
 
-def review(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any] | None:
-    """With approval on: what the run's gated generations show their reviewer (None when nothing awaits review)."""
+def review(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """With approval on: what the run's gated generations show their reviewer (nothing when none awaits review)."""
     from jobs.steps import review
 
-    request = review.request(ctx)
-    if request:
-        print(request["markdown"])
-    return request
+    return review.run(ctx)
 
 
-def signals(ctx: RunContext, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Write the lake's metrics file; returns its path and the run's alarms (rejected generations, drifted plans)."""
+def record_review(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Record a reviewer's answer (`params`: decision, reviewer, comment, reviewed_at) on the gated generations."""
+    from datetime import datetime
+
+    from jobs.steps import review
+
+    reviewed_at = params.get("reviewed_at")
+    return review.record(
+        ctx,
+        params["decision"],
+        params["reviewer"],
+        params.get("comment") or "",
+        reviewed_at=datetime.fromisoformat(reviewed_at) if reviewed_at else None,
+    )
+
+
+def signals(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Write the lake's metrics file and raise the run's alarms (rejected generations, drifted plans)."""
     from jobs.steps import signals
 
-    result = signals.run(ctx)
-    for alarm in result["alarms"]:
-        print(f"alarm: {alarm}")
-    return result
+    return signals.run(ctx)
 
 
-STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
+def maintain(ctx: RunContext, params: Mapping[str, Any]) -> StepResult:
+    """Compact, checkpoint and VACUUM every table (`params`: retention_days, bulky_retention_days, dry_run)."""
+    from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
+    from jobs.steps import maintain
+
+    return maintain.run(
+        ctx,
+        retention_days=params.get("retention_days", RETENTION_DAYS),
+        bulky_retention_days=params.get("bulky_retention_days", BULKY_RETENTION_DAYS),
+        dry_run=bool(params.get("dry_run")),
+    )
+
+
+STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], StepResult]] = {
     "ingest": ingest,
     "verify": verify,
     "scenario": scenario,
@@ -154,8 +165,18 @@ STEPS: dict[str, Callable[[RunContext, Mapping[str, Any]], Any]] = {
     "publish": publish,
     "report": report,
     "review": review,
+    "record_review": record_review,
     "signals": signals,
+    "maintain": maintain,
 }
+
+
+def step(ctx: RunContext, name: str, params: Mapping[str, Any]) -> StepResult:
+    """Run step `name` of the table with a run's params, then print what it tells a person."""
+    result = STEPS[name](ctx, params)
+    if result.text:
+        print(result.text)
+    return result
 
 
 def warm_up(ctx: RunContext) -> None:
@@ -168,12 +189,12 @@ def warm_up(ctx: RunContext) -> None:
     import_in_background()
 
 
-def run_step(name: str, params: Mapping[str, Any], run_id: str, trigger: str) -> Any:
+def run_step(name: str, params: Mapping[str, Any], run_id: str, trigger: str) -> StepResult:
     """One step as an Airflow task runs it: settings from the environment, overridden by the run's params."""
     from jobs.context import RunContext
 
     ctx = RunContext.create(config_from_params(params), run_id, trigger=trigger)
-    return STEPS[name](ctx, params)
+    return step(ctx, name, params)
 
 
 def config_from_params(params: Mapping[str, Any]) -> Config:
@@ -183,10 +204,15 @@ def config_from_params(params: Mapping[str, Any]) -> Config:
 
 @dataclass(frozen=True)
 class PipelineResult:
+    """What `run` did: its run id and each step's result, by step name."""
+
     run_id: str
-    ingest: IngestResult
-    report: list[dict[str, Any]]
-    pages: dict[str, str]  # group -> its generation's HTML report
+    steps: Mapping[str, StepResult]
+
+    @property
+    def report(self) -> tuple[dict[str, Any], ...]:
+        """The publish step's rows: each generation of the run with its status."""
+        return self.steps["publish"].rows
 
 
 def run(
@@ -195,29 +221,19 @@ def run(
     """Run every nightly step in one context; re-running the same run id rewrites the same rows."""
     from jobs.context import RunContext
     from jobs.kernels.memory import release_memory
-    from jobs.steps import ingest, publish
-    from jobs.steps import report as report_step
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
     ctx.start_spark()  # the JVM starts while ingest runs
     if not ctx.embedded:
         _ = ctx.spark  # a cluster's or a Connect server's executors are checked before anything is written
-    ingested, published, pages = None, [], {}
-    for name in NIGHTLY:
-        if name == "ingest":
-            try:
-                ingested = ingest.run(ctx)
-            except BaseException:
-                ctx.settle()
-                raise
-        elif name == "publish":
-            published = publish.run(ctx)
-        elif name == "report":
-            pages = report_step.run(ctx)
-        else:
-            STEPS[name](ctx, {})
-        if name == "gate":
-            ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back first
-        release_memory()  # each step starts from what it needs, not from the peak of the one before
-    assert ingested is not None
-    return PipelineResult(ctx.run_id, ingested, published, pages)
+    results: dict[str, StepResult] = {}
+    try:
+        for name in NIGHTLY:
+            results[name] = step(ctx, name, {})
+            if name == "gate":
+                ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back
+            release_memory()  # each step starts from what it needs, not from the peak of the one before
+    except BaseException:
+        ctx.settle()  # the JVM's start-up lines first: the error is the last line
+        raise
+    return PipelineResult(ctx.run_id, results)

@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 from jobs import pipeline
+from jobs.cli.history import query
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.spark import JVM_OPTIONS, SparkSettings, delta_jars, get_spark, stop_spark
 from jobs.io.spark_cds import CDS_DIR, ROOT, archive_path
-from jobs.steps.history import query
 
 
 def train() -> Path:
@@ -33,7 +33,7 @@ def train() -> Path:
         pipeline.run(config, "cds-training", spark=spark)
         ctx = RunContext.create(config, "cds-what-if", spark=spark)
         for name in pipeline.WHAT_IF:
-            pipeline.STEPS[name](ctx, {"group": "payments", "add_members": 1})
+            pipeline.step(ctx, name, {"group": "payments", "add_members": 1})
         query(ctx, "SELECT group_id, count(*) AS n FROM assignment_history GROUP BY group_id", 10)
         stop_spark(spark)
     os.environ.pop("REBALANCE_SPARK_CDS_TRAINING")

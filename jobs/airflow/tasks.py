@@ -1,26 +1,27 @@
 """Airflow tasks generated from the pipeline's step table: a DAG file names its steps, this makes them tasks.
 
-Two steps are more than one call. `review` becomes three tasks: `review` (what awaits a person's review; when
-nothing does, it skips `approval`), `approval` (Airflow's ApprovalOperator: the reviewer approves or rejects in the
-UI, seeing each group's plan and report page) and `record_review` (writes the answer on the generations). `signals`
-runs whatever became of the tasks before it, and fails after writing when the run raised alarms (a rejected
-generation, a drifted plan), naming them; the DAGs' failure callback (`jobs.airflow.notify`) then posts to a webhook.
-
-The maintenance DAG is no planning run: its one task (`maintenance_task`) calls `jobs.steps.maintain` with the
-run's retentions (`retention_params`), outside the step table.
+Each task runs its step through `jobs.pipeline.run_step` with the DAG run's params as the step's arguments (the
+`approval` param, the maintenance DAG's retentions), pushes the step's result to XCom and fails on its alarms.
+`review` becomes three tasks: `review` (what awaits a person's review; when nothing does, it skips `approval`),
+`approval` (Airflow's ApprovalOperator: the reviewer approves or rejects in the UI, seeing each group's plan and
+report page) and `record_review` (the step that writes the answer on the generations). `signals` runs whatever became
+of the tasks before it, and fails after writing when the run raised alarms (a rejected generation, a drifted plan),
+naming them; the DAGs' failure callback (`jobs.airflow.notify`) then posts to a webhook.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, TriggerRule, chain, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from jobs.io.flags import APPROVAL, APPROVAL_TIMEOUT, DEFAULT_APPROVAL_TIMEOUT_HOURS, env_flag, env_hours
+
+if TYPE_CHECKING:
+    from jobs.context import StepResult
 
 REVIEW, APPROVAL_TASK, RECORD = "review", "approval", "record_review"
 RUNS_ALWAYS = frozenset({"signals"})
@@ -64,51 +65,33 @@ def refuse_unknown(params: Mapping[str, Any], declared: Mapping[str, Any]) -> No
         raise InputError(f"unknown parameter(s) {', '.join(unknown)}: this DAG takes {', '.join(declared)}")
 
 
-@contextmanager
-def approval_setting(params: Mapping[str, Any]) -> Iterator[None]:
-    """The run's `approval` param as REBALANCE_APPROVAL while a step runs (publish reads it); restored after."""
-    if "approval" not in params:
-        yield
-        return
-    before = os.environ.get(APPROVAL)
-    os.environ[APPROVAL] = "true" if params["approval"] else "false"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(APPROVAL, None)
-        else:
-            os.environ[APPROVAL] = before
-
-
-def _run_step(name: str, params: Mapping[str, Any], run_id: str | None, dag_run: Any) -> Any:
+def _run_step(name: str, params: Mapping[str, Any], run_id: str | None, dag_run: Any) -> StepResult:
     from jobs.pipeline import run_step
 
-    with approval_setting(params):
-        return run_step(name, params, str(run_id), trigger_of(dag_run.run_type))
+    return run_step(name, params, str(run_id), trigger_of(dag_run.run_type))
 
 
 def step_task(name: str, declared: Mapping[str, Any], first: bool) -> Any:
     """A task running pipeline step `name` with the run's params, run id and trigger (the first checks the params).
 
-    A step that returns `alarms` fails its task once it has written everything, with the alarms as the message.
+    A step that returns alarms fails its task once it has written everything, with the alarms as the message.
     """
     rule = TriggerRule.ALL_DONE if name in RUNS_ALWAYS else TriggerRule.ALL_SUCCESS
 
-    @task(task_id=name, trigger_rule=rule)
+    @task(task_id=name, trigger_rule=rule, multiple_outputs=False)  # one XCom: the step result as a dict
     def step(
         params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None, ti: Any = None
-    ) -> Any:
+    ) -> dict[str, Any]:
         if first:
             refuse_unknown(params or {}, declared)
         result = _run_step(name, params or {}, run_id, dag_run)
-        if isinstance(result, dict) and result.get("alarms"):
-            raise AirflowFailException(f"{len(result['alarms'])} alarm(s): " + "; ".join(result["alarms"]))
+        if result.alarms:
+            raise AirflowFailException(f"{len(result.alarms)} alarm(s): " + "; ".join(result.alarms))
         if name in RUNS_ALWAYS and (failed := failed_tasks(ti, str(run_id))):
             # This task runs whatever happened before it; as the DAG's last task it must not turn a failed
             # run into a successful one (Airflow sets the run's state from its leaf tasks).
             raise AirflowFailException(f"earlier tasks failed: {', '.join(failed)}")
-        return result
+        return asdict(result)
 
     return step
 
@@ -127,8 +110,7 @@ def review_tasks() -> list[Any]:
     @task.short_circuit(task_id=REVIEW, ignore_downstream_trigger_rules=False)
     def review(params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None) -> str | None:
         """The reviewer's summary (Markdown) for the approval task, or None (skip it) when nothing awaits review."""
-        request = _run_step(REVIEW, params or {}, run_id, dag_run)
-        return request["markdown"] if request else None
+        return _run_step(REVIEW, params or {}, run_id, dag_run).text or None
 
     approval = PlanApproval(
         task_id=APPROVAL_TASK,
@@ -137,29 +119,15 @@ def review_tasks() -> list[Any]:
         params={"comment": Param("", type="string", description="why (recorded with the decision)")},
     )
 
-    @task(task_id=RECORD, trigger_rule=TriggerRule.ALL_DONE)
+    @task(task_id=RECORD, trigger_rule=TriggerRule.ALL_DONE, multiple_outputs=False)
     def record_review(
         params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None, ti: Any = None
-    ) -> list[dict[str, Any]]:
+    ) -> dict[str, Any]:
         """Write the reviewer's answer on the run's gated generations (skipped when nobody was asked)."""
-        from datetime import datetime
-
-        from jobs.context import RunContext
-        from jobs.pipeline import config_from_params
-        from jobs.steps import review as review_step
-
         answer = ti.xcom_pull(task_ids=APPROVAL_TASK, key=ANSWER)
         if not answer:
             raise AirflowSkipException("no answer to record: nothing awaited review")
-        ctx = RunContext.create(config_from_params(params or {}), str(run_id), trigger=trigger_of(dag_run.run_type))
-        rows = review_step.run(
-            ctx,
-            answer["decision"],
-            answer["reviewer"],
-            answer["comment"],
-            reviewed_at=datetime.fromisoformat(answer["reviewed_at"]),
-        )
-        return [{k: r[k] for k in ("group_id", "generation_id", "status")} for r in rows]
+        return asdict(_run_step(RECORD, {**(params or {}), **answer}, run_id, dag_run))
 
     return [review(), approval, record_review()]
 
@@ -194,30 +162,3 @@ def retention_params() -> dict[str, Param]:
             "approved generation always are)",
         ),
     }
-
-
-def maintenance_task(declared: Mapping[str, Any]) -> Any:
-    """The task running `jobs.steps.maintain` with the run's params (unknown keys refused, named)."""
-
-    @task(task_id="maintain")
-    def maintain(
-        params: dict[str, Any] | None = None, run_id: str | None = None, dag_run: Any = None
-    ) -> list[dict[str, Any]]:
-        from jobs.context import RunContext
-        from jobs.pipeline import config_from_params
-        from jobs.steps import maintain as step
-
-        params = params or {}
-        refuse_unknown(params, declared)
-        ctx = RunContext.create(config_from_params(params), str(run_id), trigger=trigger_of(dag_run.run_type))
-        dry_run = bool(params.get("dry_run"))
-        rows = step.run(
-            ctx,
-            retention_days=params["retention_days"],
-            bulky_retention_days=params["bulky_retention_days"],
-            dry_run=dry_run,
-        )
-        print(step.format_report(rows, dry_run=dry_run))
-        return rows
-
-    return maintain()

@@ -266,7 +266,7 @@ def _exported(lake: str | os.PathLike[str], group_id: str, directory: Path | Non
     the lake's plans/)."""
     from jobs.config import Config
     from jobs.context import RunContext, new_run_id
-    from jobs.steps import export
+    from jobs.tables import export
 
     ctx = RunContext.create(Config(lake=str(lake)), new_run_id("apply"), trigger="apply")
     plan = export.plan_of(ctx.lake, export.select_generation(ctx.lake, group_id))
@@ -287,8 +287,7 @@ def _verified(ctx: Any, bootstrap: str, group_id: str) -> str:
 
     docs = pull_snapshots(KafkaSettings(bootstrap), group_pattern=group_id)
     ingest.run(ctx, documents=[RawDocument(f"kafka://{bootstrap}/{group_id}", json.dumps(d), doc=d) for d in docs])
-    [result] = verify.run(ctx, group=group_id, snapshot_id=ctx.run_id)
-    return verify.format_verdict(result)
+    return verify.run(ctx, group=group_id, snapshot_id=ctx.run_id).text
 
 
 def _summary(

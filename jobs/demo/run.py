@@ -20,11 +20,11 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from jobs.airflow.environment import configure, migrate_once
+from jobs.cli.history import register, text_table
 from jobs.config import Config
 from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
-from jobs.steps.history import register, text_table
 from schemas.status import GenerationStatus
 
 DEMO_SNAPSHOTS = Path(__file__).with_name("data")

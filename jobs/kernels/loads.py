@@ -1,6 +1,6 @@
 """Partition loads: which measured load a group's plan balances, partition by partition, and why.
 
-Four measures can weigh a partition (`jobs.steps.plan_loads` gathers them per group): the key-skew job's
+Four measures can weigh a partition (`jobs.tables.plan_loads` gathers them per group): the key-skew job's
 `messages` or `bytes` landing on it, the group's `lag` (end offset - committed), and its `throughput` (end-offset
 growth per second since the group's previous snapshot). `auto` takes the first that is measured and carries load,
 in the order messages, throughput, lag; with none, every partition weighs 1 and the label says what was missing,

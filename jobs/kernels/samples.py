@@ -1,6 +1,6 @@
 """Key samples as Spark tasks read them: (file, row group) units read with pyarrow into standard batches.
 
-The driver (`jobs.steps.skew_input`) resolves a sample source into a `SampleSource`; each map task then reads its
+The driver (`jobs.tables.skew_input`) resolves a sample source into a `SampleSource`; each map task then reads its
 row groups here. Why pyarrow and not spark.read: the keys go from Parquet straight to NumPy; through the JVM's
 row-to-Arrow conversion the same scan costs about four times as long.
 

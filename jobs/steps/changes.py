@@ -7,19 +7,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake, rows_table
-from jobs.steps.snapshot_docs import previous_snapshot_ids, run_generations, snapshot_documents
+from jobs.tables.snapshot_docs import previous_snapshot_ids, run_generations, snapshot_documents
 from planner.changes import group_changes
 
 
-def run(ctx: RunContext) -> dict[str, Any]:
-    """Compare each planned group of snapshot `ctx.run_id` with its previous snapshot; returns group -> changed."""
+def run(ctx: RunContext) -> StepResult:
+    """Compare each planned group of snapshot `ctx.run_id` with its previous snapshot; a row per group: changed."""
     generations = run_generations(ctx.lake, ctx.run_id)
     current = snapshot_documents(ctx.lake, ctx.run_id, set(generations))
     previous_ids = previous_snapshot_ids(ctx.lake, set(current), ctx.run_id)
     previous = previous_documents(ctx.lake, previous_ids)
-    rows, out = [], {}
+    rows, out = [], []
     for group_id, doc in current.items():
         previous_id = previous_ids.get(group_id)
         changes = {"previous_snapshot_id": previous_id, **group_changes(previous.get(group_id), doc)}
@@ -30,9 +30,9 @@ def run(ctx: RunContext) -> dict[str, Any]:
                 "changes": json.dumps(changes, sort_keys=True),
             }
         )
-        out[group_id] = changes["changed"]
+        out.append({"group_id": group_id, "changed": changes["changed"]})
     ctx.lake.update("generations", rows_table("generations", rows), ["changes"])
-    return out
+    return StepResult(tuple(out))
 
 
 def previous_documents(lake: Lake, previous_ids: Mapping[str, str]) -> dict[str, dict[str, Any]]:

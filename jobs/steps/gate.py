@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import files_with_generations
 from jobs.io.lake import Lake, rows_table
 from jobs.io.spark import local_frame
@@ -130,12 +130,12 @@ def validate(
     return rows
 
 
-def run(ctx: RunContext) -> dict[str, bool]:
-    """Gate every generation planned by `ctx.run_id`; returns group -> passed and writes `gate_results`."""
+def run(ctx: RunContext) -> StepResult:
+    """Gate every generation planned by `ctx.run_id` and write `gate_results`; a row per group: passed."""
     spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     if not generations:
-        return {}
+        return StepResult()
     snapshot = lake.scan(spark, "snapshots", "snapshot_id", [run_id])
     partitions = lake.scan(spark, "topic_partitions", "snapshot_id", [run_id])
     chosen = local_frame(
@@ -172,7 +172,7 @@ def run(ctx: RunContext) -> dict[str, bool]:
             )
         passed[g["group_id"]] = all(row["success"] for row in rows[-len(results) :]) if results else True
     lake.merge("gate_results", rows_table("gate_results", rows))
-    return passed
+    return StepResult(tuple({"group_id": g, "passed": ok} for g, ok in sorted(passed.items())))
 
 
 def run_plans(spark: SparkSession, lake: Lake, generations: Mapping[str, int]) -> DataFrame:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config import Config
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.input_files import listed, open_input
 from jobs.io.lake import Lake, rows_table
 from planner.errors import InputError
@@ -199,8 +199,11 @@ def run(
     received_at: datetime | None = None,
     documents: Iterable[RawDocument] | None = None,
     source: str | None = None,
-) -> IngestResult:
-    """Ingest snapshot `ctx.run_id`: given documents, else Kafka when bootstrap servers are configured, else files."""
+) -> StepResult:
+    """Ingest snapshot `ctx.run_id`: given documents, else Kafka when bootstrap servers are configured, else files.
+
+    A row per group ingested; the inputs quarantined, each named with the reason, also as text.
+    """
     received_at = received_at or datetime.now(UTC)
     if documents is None:
         documents, source = configured_documents(ctx.config, ctx.lake, ctx.run_id, received_at)
@@ -210,7 +213,11 @@ def run(
     # The rows are written and gone, but Arrow's allocator keeps their pages (70 MB for a thousand groups) for the
     # rest of the run unless told to hand them back.
     pa.default_memory_pool().release_unused()
-    return result
+    return StepResult(
+        tuple({"group_id": g} for g in result.groups),
+        "\n".join(f"quarantined {source}: {reason}" for source, reason in result.quarantined),
+        quarantined=tuple(result.quarantined),
+    )
 
 
 def configured_documents(

@@ -4,7 +4,7 @@ For every table, under the lake lock (no run commits meanwhile; a run's next com
 1. with `retention_days` above the table's file or log retention, those properties are raised to it (time travel
    needs both the removed files and the log entries of a version);
 2. bulky tables lose the rows of generations and runs older than `bulky_retention_days`, except what the lake still
-   works from (`jobs.steps.expiry`: every group's newest and newest approved generation, among others);
+   works from (`jobs.tables.expiry`: every group's newest and newest approved generation, among others);
 3. OPTIMIZE (delta-rs bin-packing compaction) rewrites the small files each commit leaves into few;
 4. VACUUM deletes the files no version of the last `retention_days` references (`jobs.io.delta_maintenance`);
 5. a checkpoint of the current version, then the log entries older than the log retention are deleted.
@@ -15,15 +15,16 @@ Deleting rows and compacting are commits like any other: older versions still ho
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io import delta_maintenance as delta
 from jobs.io.lake import Lake, failures_named
-from jobs.steps.expiry import Expired, expired
+from jobs.tables.expiry import Expired, expired
 from planner.errors import InputError
 from schemas import TABLES
 
@@ -60,14 +61,15 @@ def run(
     bulky_retention_days: int = BULKY_RETENTION_DAYS,
     dry_run: bool = False,
     now: datetime | None = None,
-) -> list[dict[str, Any]]:
-    """Maintain every table of the lake; returns one row per table (files, bytes, rows deleted: `TableUpkeep`)."""
+) -> StepResult:
+    """Maintain every table of the lake; a row per table (files, bytes, rows deleted: `TableUpkeep`), and the table."""
     keep = timedelta(days=check_days("retention_days", retention_days))
     bulky = timedelta(days=check_days("bulky_retention_days", bulky_retention_days))
     lake = ctx.lake
     with lake.lock():
         doomed = expired(lake, (now or datetime.now(UTC)) - bulky)
-        return [asdict(upkeep(lake, name, doomed, keep, dry_run=dry_run)) for name in TABLES]
+        rows = tuple(asdict(upkeep(lake, name, doomed, keep, dry_run=dry_run)) for name in TABLES)
+    return StepResult(rows, format_report(rows, dry_run=dry_run))
 
 
 def upkeep(lake: Lake, name: str, doomed: Expired, keep: timedelta, *, dry_run: bool) -> TableUpkeep:
@@ -95,7 +97,7 @@ def _pairs(before: delta.Footprint, after: delta.Footprint) -> tuple[int, int, i
     return before.files, after.files, before.bytes, after.bytes, before.live_files, after.live_files
 
 
-def format_report(rows: list[dict[str, Any]], *, dry_run: bool = False) -> str:
+def format_report(rows: Sequence[Mapping[str, Any]], *, dry_run: bool = False) -> str:
     """One line per table (files, bytes and live files before -> after, rows deleted) and a total."""
     total = {key: sum(r[key] for r in rows) for key in rows[0] if key not in ("table", "retention_raised")}
     lines = [_line(r["table"], r) for r in rows] + [_line("total", total)]
@@ -106,7 +108,7 @@ def format_report(rows: list[dict[str, Any]], *, dry_run: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _line(name: str, r: dict[str, Any]) -> str:
+def _line(name: str, r: Mapping[str, Any]) -> str:
     return (
         f"{name:<22} files {r['files_before']:>7,} -> {r['files_after']:<7,} "
         f"bytes {format_bytes(r['bytes_before']):>9} -> {format_bytes(r['bytes_after']):<9} "

@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.context import RunContext
-from jobs.io.lake import Lake, rows_table
-from jobs.steps.snapshot_docs import run_generations, snapshot_documents
+from jobs.context import RunContext, StepResult
+from jobs.io.lake import rows_table
+from jobs.tables.snapshot_docs import run_generations, snapshot_documents
 from planner.errors import InputError
 from planner.group_protocol import group_type
 from planner.migration import DEFAULT_MAX_SIZE, DEFAULT_POLICY, Policy, Readiness, readiness
@@ -32,19 +32,19 @@ def broker_settings(environ: Mapping[str, str] | None = None) -> tuple[Policy, i
     return policy, int(size)
 
 
-def run(ctx: RunContext) -> dict[str, bool]:
-    """Readiness of each classic group of snapshot `ctx.run_id` with a generation; returns group -> ready."""
+def run(ctx: RunContext) -> StepResult:
+    """Readiness of each classic group of snapshot `ctx.run_id` with a generation; a row per group: ready."""
     policy, max_size = broker_settings()
     generations = run_generations(ctx.lake, ctx.run_id)
-    rows, out = [], {}
+    rows, out = [], []
     for group_id, doc in snapshot_documents(ctx.lake, ctx.run_id, set(generations)).items():
         if group_type(doc) != "classic":
             continue
         r = readiness(doc, policy=policy, max_size=max_size)
         rows.append(_row(r, generations[group_id], ctx.run_id))
-        out[group_id] = r.ready
+        out.append({"group_id": group_id, "ready": r.ready})
     ctx.lake.merge("migration_readiness", rows_table("migration_readiness", rows))
-    return out
+    return StepResult(tuple(out))
 
 
 def _row(r: Readiness, generation_id: int, snapshot_id: str) -> dict[str, Any]:
@@ -61,38 +61,3 @@ def _row(r: Readiness, generation_id: int, snapshot_id: str) -> dict[str, Any]:
         "partitions_moved": len(r.moves),
         "moves": [{"topic": t, "partition": p, "from_member": a, "to_member": b} for t, p, a, b in r.moves],
     }
-
-
-def latest(lake: Lake, group_id: str, generation_id: int | None = None) -> dict[str, Any]:
-    """The group's stored readiness (its latest generation, or the one named); InputError naming what is missing."""
-    rows = lake.read_arrow("migration_readiness", [("group_id", "=", group_id)]).to_pylist()
-    if generation_id is not None:
-        rows = [r for r in rows if r["generation_id"] == generation_id]
-    if rows:
-        return max(rows, key=lambda r: r["generation_id"])
-    kinds = {r["group_type"] for r in lake.read_arrow("snapshots", [("group_id", "=", group_id)]).to_pylist()}
-    if kinds == {"consumer"}:
-        raise InputError(f"--group: {group_id!r} is already a consumer group (KIP-848): nothing to migrate")
-    at = f" generation {generation_id}" if generation_id is not None else ""
-    raise InputError(
-        f"--group: no migration readiness for group {group_id!r}{at} in the lake at {lake.root} "
-        "(run the nightly pipeline, e.g. `rebalance run`, first)"
-    )
-
-
-def format_readiness(row: Mapping[str, Any]) -> str:
-    """The stored readiness as the lines `rebalance migration` prints."""
-    server = row["server_assignor"] or "none (nothing keeps the client assignor's logic)"
-    lines = [
-        f"group {row['group_id']}, generation {row['generation_id']} (snapshot {row['snapshot_id']})",
-        f"  client assignor {row['client_assignor'] or '-'} -> server assignor {server}",
-        f"  ready for group.protocol=consumer: {'yes' if row['ready'] else 'no'}",
-    ]
-    for title, items in (("blockers", row["blockers"]), ("warnings", row["warnings"])):
-        lines += [f"  {title}:"] + [f"    - {item}" for item in items] if items else []
-    lines.append(f"  partitions moved by the server assignor: {row['partitions_moved']} of {row['partitions']}")
-    lines += [
-        f"    {m['topic']}-{m['partition']}: {m['from_member'] or '(none)'} -> {m['to_member'] or '(none)'}"
-        for m in row["moves"]
-    ]
-    return "\n".join(lines)

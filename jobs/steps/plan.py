@@ -1,6 +1,6 @@
 """Plan: every strategy's candidate assignment for every group of a run, computed by Spark tasks.
 
-Extract the snapshot's members, partition counts and load measurements (`jobs.steps.plan_loads`); transform in
+Extract the snapshot's members, partition counts and load measurements (`jobs.tables.plan_loads`); transform in
 `jobs.kernels.candidates` inside mapInArrow (the planner is pure, so groups plan independently and in parallel): each
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
@@ -29,13 +29,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import local_frame, session_conf
 from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
-from jobs.steps.plan_loads import measurements, previous_snapshots
+from jobs.tables.plan_loads import measurements, previous_snapshots
 from planner.assignors import load
 from planner.errors import SourceError
 from schemas.status import GenerationStatus
@@ -103,8 +103,8 @@ def allocate_generations(
     return ids
 
 
-def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int]:
-    """Plan every group of snapshot `ctx.run_id` with each configured strategy; returns group -> generation id."""
+def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
+    """Plan every group of snapshot `ctx.run_id` with each configured strategy; a row per group: its generation."""
     spark, lake, run_id, config = ctx.spark, ctx.lake, ctx.run_id, ctx.config
     mode = check_mode(config.load_source)
     strategies = tuple(config.strategies)
@@ -115,7 +115,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     members = lake.read_arrow("snapshots", [("snapshot_id", "=", run_id)], ["group_id"])
     groups = sorted(set(members.column("group_id").to_pylist()))
     if not groups:
-        return {}
+        return StepResult()
     topic_rows = lake.read_arrow(
         "topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition_count", "topic_id"]
     ).to_pylist()
@@ -144,7 +144,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> dict[str, int
     written_metrics = [write_file(lake, PLAN_METRICS.name, metrics)] if metrics.num_rows else []
     replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
-    return ids
+    return StepResult(tuple({"group_id": g, "generation_id": n} for g, n in sorted(ids.items())))
 
 
 @contextmanager

@@ -1,32 +1,34 @@
 """Publish: the gate's verdict becomes each generation's status; prints the run's report.
 
-Approval off: a generation that passed the gate is approved, one that failed is rejected. Approval on
-(`REBALANCE_APPROVAL`, the DAGs' `approval` param): one that passed is gated and waits for a reviewer
-(`jobs.steps.review`). Then older candidates of the same groups are abandoned and older approvals superseded.
+Approval off: a generation that passed the gate is approved, one that failed is rejected. Approval on (the DAGs'
+`approval` param, `REBALANCE_APPROVAL` for `rebalance run`: the step table passes it as an argument): one that passed
+is gated and waits for a reviewer (`jobs.steps.review`). Then older candidates of the same groups are abandoned and
+older approvals superseded.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.context import RunContext
-from jobs.io.flags import APPROVAL, env_flag
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import rows_table
-from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from jobs.terminal import short
 from schemas.status import GenerationStatus as S
 
+REPORTED = ("group_id", "generation_id", "chosen_strategy", "status", "status_reason", "gate_summary")
 
-def run(ctx: RunContext, *, approval: bool | None = None) -> list[dict[str, Any]]:
-    """Set the status and gate summary of every generation of `ctx.run_id`; returns the report rows.
 
-    `approval` None reads REBALANCE_APPROVAL. A generation a reviewer already decided keeps that decision when
-    its run is published again.
+def run(ctx: RunContext, *, approval: bool = False) -> StepResult:
+    """Set the status and gate summary of every generation of `ctx.run_id`; a row per generation, and the table.
+
+    With `approval`, one that passed the gate is gated for a reviewer instead of approved. A generation a reviewer
+    already decided keeps that decision when its run is published again.
     """
     lake, run_id = ctx.lake, ctx.run_id
-    approval = env_flag(APPROVAL) if approval is None else approval
     generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
     ids = [g["generation_id"] for g in generations]
     results: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
@@ -58,10 +60,11 @@ def run(ctx: RunContext, *, approval: bool | None = None) -> list[dict[str, Any]
         lake.update("generations", rows_table("generations", decided), [*SETTLED_COLUMNS, "gate_summary"])
         settled = {(r["group_id"], r["generation_id"]): r for r in settle(lake, [g["group_id"] for g in report], now)}
     report = [settled.get((r["group_id"], r["generation_id"]), r) for r in report]
-    return sorted(report, key=lambda r: r["group_id"])
+    rows = tuple({k: r[k] for k in REPORTED} for r in sorted(report, key=lambda r: r["group_id"]))
+    return StepResult(rows, format_report(rows))
 
 
-def format_report(report: list[dict[str, Any]]) -> str:
+def format_report(report: Sequence[Mapping[str, Any]]) -> str:
     """The run's generations as a small text table."""
     lines = [f"{'group':<24} {'generation':>10}  {'strategy':<20} {'status':<10} gate"]
     lines += [

@@ -1,19 +1,20 @@
 """Review: a person approves or rejects the generations the gate passed while approval is on (status gated).
 
-`request` prepares what the reviewer sees (each gated generation's report page and a plan summary); `run` records
-the decision, who made it, when and why on the generations, and an approval supersedes the group's older approved
-generations. Airflow's approval task (`jobs.airflow.tasks`) and `rebalance review` both end here.
+`run` is the step: what the reviewer sees (each gated generation's report page, written by the report step before
+it, and a plan summary). `record` writes the decision, who made it, when and why on the generations, and an approval
+supersedes the group's older approved generations: the `record_review` step after Airflow's approval task
+(`jobs.airflow.tasks`) and `rebalance review` both end there.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import rows_table
-from jobs.steps.lifecycle import SETTLED_COLUMNS, settle
+from jobs.report.write import folder_name
+from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from planner.errors import InputError
 from schemas.status import GenerationStatus as S
 
@@ -22,7 +23,35 @@ DECISIONS: dict[str, S] = {"approve": S.APPROVED, "reject": S.REJECTED}
 REVIEW_COLUMNS = [*SETTLED_COLUMNS, "reviewed_by", "reviewed_at", "review_comment"]
 
 
-def run(
+def run(ctx: RunContext) -> StepResult:
+    """What the reviewer of run `ctx.run_id` sees; nothing when nothing of it awaits review.
+
+    Records each gated generation's report page on the generation; a row per group (the chosen strategy, max and mean
+    load, max/mean, partitions moved and the page's path) and the Markdown summary as the text.
+    """
+    lake = ctx.lake
+    gated = [
+        r for r in lake.read_arrow("generations", [("run_id", "=", ctx.run_id)]).to_pylist() if r["status"] == S.GATED
+    ]
+    if not gated:
+        return StepResult()
+    for g in gated:
+        g["report_path"] = str(ctx.reports_dir / folder_name(g["group_id"]) / f"generation-{g['generation_id']}.html")
+    with lake.lock():
+        lake.update("generations", rows_table("generations", gated), ["report_path"])
+    chosen = {
+        (m["group_id"], m["generation_id"]): m
+        for m in lake.read_arrow(
+            "plan_metrics", [("generation_id", "in", [g["generation_id"] for g in gated])]
+        ).to_pylist()
+        if m["chosen"]
+    }
+    summary = [_summary(g, chosen.get((g["group_id"], g["generation_id"]), {})) for g in gated]
+    summary.sort(key=lambda s: s["group_id"])
+    return StepResult(tuple(summary), markdown(ctx.run_id, summary))
+
+
+def record(
     ctx: RunContext,
     decision: Decision,
     reviewer: str,
@@ -31,10 +60,10 @@ def run(
     group: str | None = None,
     generation: int | None = None,
     reviewed_at: datetime | None = None,
-) -> list[dict[str, Any]]:
+) -> StepResult:
     """Record `decision` on the gated generations of `ctx.run_id`, or on generation `generation` of `group`.
 
-    Returns the rows as recorded (none when the run has nothing gated: its review was recorded already).
+    A row per generation recorded (none when the run has nothing gated: its review was recorded already).
     Naming a generation that is not gated is an InputError: only a gated generation awaits review.
     """
     if decision not in DECISIONS:
@@ -59,7 +88,10 @@ def run(
         ]
         lake.update("generations", rows_table("generations", recorded), REVIEW_COLUMNS)
         settle(lake, [r["group_id"] for r in recorded], when)
-    return recorded
+    done = tuple({k: r[k] for k in ("group_id", "generation_id", "status", "status_reason")} for r in recorded)
+    return StepResult(
+        done, "\n".join(f"generation {r['generation_id']} of group {r['group_id']}: {r['status_reason']}" for r in done)
+    )
 
 
 def _selected(ctx: RunContext, group: str | None, generation: int | None) -> list[dict[str, Any]]:
@@ -79,41 +111,6 @@ def _selected(ctx: RunContext, group: str | None, generation: int | None) -> lis
             "only a generation that passed the gate with approval on awaits review"
         )
     return [row]
-
-
-def request(ctx: RunContext) -> dict[str, Any] | None:
-    """What the reviewer of run `ctx.run_id` sees, or None when nothing of it awaits review.
-
-    Records each gated generation's report page (written by the report step; written here if it has not run) on
-    the generation, and returns {"generations": [...], "markdown": summary}: per group the chosen strategy, max and
-    mean load, max/mean, partitions moved and the page's path.
-    """
-    from jobs.report.write import folder_name
-    from jobs.steps import report
-
-    lake = ctx.lake
-    gated = [
-        r for r in lake.read_arrow("generations", [("run_id", "=", ctx.run_id)]).to_pylist() if r["status"] == S.GATED
-    ]
-    if not gated:
-        return None
-    for g in gated:
-        page = report.reports_dir(ctx) / folder_name(g["group_id"]) / f"generation-{g['generation_id']}.html"
-        g["report_path"] = str(page)
-    if not all(Path(g["report_path"]).is_file() for g in gated):
-        report.run(ctx)
-    with lake.lock():
-        lake.update("generations", rows_table("generations", gated), ["report_path"])
-    chosen = {
-        (m["group_id"], m["generation_id"]): m
-        for m in lake.read_arrow(
-            "plan_metrics", [("generation_id", "in", [g["generation_id"] for g in gated])]
-        ).to_pylist()
-        if m["chosen"]
-    }
-    summary = [_summary(g, chosen.get((g["group_id"], g["generation_id"]), {})) for g in gated]
-    summary.sort(key=lambda s: s["group_id"])
-    return {"generations": summary, "markdown": markdown(ctx.run_id, summary)}
 
 
 def _summary(generation: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:

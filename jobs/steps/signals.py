@@ -11,8 +11,6 @@ Alarms of a run: its rejected generations and the plans its snapshot found drift
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -20,13 +18,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
-from planner.errors import InputError, SourceError
 from planner.load import gini
 from schemas.status import GenerationStatus
 
@@ -34,10 +31,11 @@ METRICS_FILE = "metrics/rebalance.prom"
 VERDICTS = ("applied", "drifted")  # jobs.steps.verify's verdicts
 
 
-def run(ctx: RunContext) -> dict[str, Any]:
-    """Write the lake's metrics file; returns its path and the run's alarms (empty when all is well)."""
+def run(ctx: RunContext) -> StepResult:
+    """Write the lake's metrics file (its path the one row) and raise the run's alarms (none when all is well)."""
     path = write(ctx.lake)
-    return {"metrics": path, "alarms": alarms(ctx.lake, ctx.run_id)}
+    found = tuple(alarms(ctx.lake, ctx.run_id))
+    return StepResult(({"metrics": path},), "\n".join(f"alarm: {a}" for a in found), alarms=found)
 
 
 def write(lake: Lake) -> str:
@@ -51,31 +49,6 @@ def write(lake: Lake) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry(lake))
     return str(path)
-
-
-def serve(lake: Lake, host: str, port: int) -> int:
-    """Serve the lake's metrics at http://host:port/metrics until SIGTERM or Ctrl-C (port 0: any free port).
-
-    Prints the address first (the port chosen, for port 0). Each scrape reads the lake as it is then.
-    """
-    if not lake.exists("generations"):
-        raise InputError(f"--lake: no lake at {lake.root} (no generations table)")
-    try:
-        server, thread = start_http_server(port, addr=host, registry=registry(lake))
-    except OSError as e:
-        raise SourceError(f"metrics: cannot listen on {host}:{port}: {e.strerror or e}") from None
-    print(f"serving the metrics of lake {lake.root} at http://{host}:{server.server_port}/metrics", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-    return 0
 
 
 def registry(lake: Lake) -> CollectorRegistry:

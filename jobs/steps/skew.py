@@ -1,6 +1,6 @@
 """Key skew: how unevenly a topic's keys load its partitions today and at what-if partition counts.
 
-Extract key samples (jobs.steps.skew_input) and each topic's partition count; transform in Spark with the
+Extract key samples (jobs.tables.skew_input) and each topic's partition count; transform in Spark with the
 vectorized hashing of `planner.hashing` inside mapInArrow (jobs.kernels.key_skew), then small DataFrame steps for
 shares, Gini, hot keys, the recommended count and the partitioner fingerprint; load `key_skew`,
 `key_skew_summary`, `key_skew_hot_keys` and `key_skew_fingerprint` by MERGE on the run id, so a rerun replaces
@@ -9,9 +9,8 @@ its own rows. `partition_weights` hands today's per-partition loads to the plan 
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -19,18 +18,48 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.config import Config
-from jobs.context import RunContext, new_run_id
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
 from jobs.kernels.key_skew import METRICS_SCHEMA, PARTIAL_SCHEMA, TopicCounts, map_kernel, reduce_kernel
 from jobs.kernels.samples import SampleSource
-from jobs.steps.skew_input import resolve
-from jobs.steps.skew_options import JAVA_PARTITIONER, SkewOptions, add_arguments, format_summary, options_from_args
+from jobs.tables.skew_input import resolve
 from planner.errors import InputError
 from planner.partitioners import PARTITIONERS, get_partitioner
 from schemas.key_skew import KEY_SKEW, KEY_SKEW_FINGERPRINT, KEY_SKEW_HOT_KEYS, KEY_SKEW_SUMMARY
 
 ARROW_BATCH_ROWS = 100_000  # the shuffled key sums cross JVM <-> Python in fewer, larger batches
+JAVA_PARTITIONER = "murmur2"
+
+
+@dataclass(frozen=True)
+class SkewOptions:
+    """What to measure; every field has a default so the nightly run needs none."""
+
+    partitions: Mapping[str, int] | None = None  # topic -> current count; None: the run's topic_partitions
+    partitioner: str = JAVA_PARTITIONER  # default for every topic
+    partitioners: Mapping[str, str] = field(default_factory=dict)  # per-topic overrides
+    what_if: tuple[int, ...] = ()
+    top_keys: int = 10
+    input: str | None = None  # Parquet or Delta path; None: the lake's key_samples
+    columns: Mapping[str, str] = field(default_factory=dict)  # standard column -> input column
+    sample_id: str | None = None  # with input None: this sample set instead of the latest one
+    java_threshold: float = 0.99  # murmur2 must explain this share of observed records to be Java-compatible
+
+
+def parse_what_if(text: str) -> tuple[int, ...]:
+    """'24,36,48' or a range 'A-B' / 'A-B:STEP' (inclusive), mixed freely: the sorted distinct counts."""
+    counts: set[int] = set()
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        span, _, step = item.partition(":")
+        low, sep, high = span.partition("-")
+        try:
+            if sep:
+                counts.update(range(int(low), int(high) + 1, int(step or 1)))
+            else:
+                counts.add(int(span))
+        except ValueError:
+            raise InputError(f"--what-if: expected N, A-B or A-B:STEP, got {item!r}") from None
+    return tuple(sorted(counts))
 
 
 @dataclass(frozen=True)
@@ -69,7 +98,7 @@ def measure(
 ) -> DataFrame:
     """Samples -> long-form metrics (`METRICS_SCHEMA`): one shuffle on (topic, key) between two Arrow stages.
 
-    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.steps.skew_input).
+    The map-side tasks each read their share of the sample row groups with pyarrow (see jobs.tables.skew_input).
     """
     measured = dict(measured)
     units = pa.table(
@@ -272,13 +301,14 @@ def partition_counts(lake: Lake, snapshot_id: str) -> dict[str, int]:
     return counts
 
 
-def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> pa.Table:
-    """Measure key skew for run `ctx.run_id`, MERGE the four tables, and return the summary rows (Arrow)."""
+def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: datetime | None = None) -> StepResult:
+    """Measure key skew for run `ctx.run_id` and MERGE the four tables; a row per topic and candidate count: the
+    summary, but for its run stamp and hot key (bytes, kept in the lake)."""
     options = options or SkewOptions()
     spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
-        return KEY_SKEW_SUMMARY.schema.empty_table()  # nothing sampled: nothing to measure or write
+        return StepResult()  # nothing sampled: nothing to measure or write
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(lake, run_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
@@ -300,7 +330,8 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
             spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
         else:
             spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
-    return written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
+    summary = written[KEY_SKEW_SUMMARY.name].sort_by([("topic", "ascending"), ("partition_count", "ascending")])
+    return StepResult(tuple(summary.drop_columns(["run_id", "computed_at", "hot_key"]).to_pylist()))
 
 
 def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:
@@ -310,17 +341,3 @@ def partition_weights(lake: Lake, run_id: str) -> dict[str, list[float]]:
     for row in rows.sort_by([("topic", "ascending"), ("partition", "ascending")]).to_pylist():
         weights.setdefault(row["topic"], []).append(float(row["load"]))
     return weights
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """spark-submit entry point: run the job with the environment's configuration and print the summary."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    ctx = RunContext.create(Config.from_env(), args.run_id or new_run_id("skew"))
-    print(format_summary(run(ctx, options_from_args(args))))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

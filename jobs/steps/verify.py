@@ -19,9 +19,9 @@ from typing import Any
 
 from jobs.apply.matching import LiveMember, describe, match_members
 from jobs.apply.plan_file import Plan
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import rows_table
-from jobs.steps.export import WAS_APPROVED, build_plan
+from jobs.tables.export import WAS_APPROVED, build_plan
 from jobs.terminal import short
 from planner.errors import InputError
 from schemas.tables import WHAT_IF_SOURCE
@@ -29,9 +29,10 @@ from schemas.tables import WHAT_IF_SOURCE
 
 def run(
     ctx: RunContext, group: str | None = None, snapshot_id: str | None = None, verified_at: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> StepResult:
     """Verify the groups of snapshot `snapshot_id` (default: the run's; with `group`, that group's latest snapshot).
 
+    A row per group verified (its generation, the verdict and how many partitions differ) and each verdict as text.
     Groups with no plan in force are skipped, unless `group` names one: then that is an InputError. Each table is
     read once for all the groups.
     """
@@ -66,7 +67,7 @@ def run(
                 f"group: no approved plan of group {group!r} older than snapshot {snapshot_id!r} to verify"
             )
     if not in_force:
-        return []
+        return StepResult()
     plans = lake.read_arrow("plans", [("generation_id", "in", sorted({g["generation_id"] for g in in_force.values()}))])
     counts = lake.read_arrow(
         "topic_partitions", [("snapshot_id", "in", sorted({g["snapshot_id"] for g in in_force.values()}))]
@@ -104,7 +105,13 @@ def run(
             ),
             ["verification", "verified_at", "verification_detail"],
         )
-    return results
+    return StepResult(
+        tuple(
+            {k: r[k] for k in ("group_id", "generation_id", "verification")} | {"differing": len(r["differing"])}
+            for r in results
+        ),
+        "\n".join(format_verdict(r) for r in results),
+    )
 
 
 def plan_in_force(

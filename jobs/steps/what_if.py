@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
 from jobs.steps import ingest
-from jobs.steps.ingest import IngestResult, RawDocument
+from jobs.steps.ingest import RawDocument
 from planner.errors import InputError, LimitError
 from schemas.rules import Limits, check_group
 from schemas.tables import WHAT_IF_SOURCE
@@ -128,7 +128,7 @@ def run(
     remove_members: Sequence[str] = (),
     snapshot_id: str | None = None,
     received_at: datetime | None = None,
-) -> IngestResult:
+) -> StepResult:
     """Write the scenario as snapshot `ctx.run_id` (source what-if); plan, gate and publish then treat it as any run."""
     doc = apply(
         latest_document(ctx.lake, group_id, snapshot_id),

@@ -31,7 +31,7 @@ from jobs.demo.apply import (
     wait_converged,
 )
 from jobs.io.lake import Lake
-from jobs.steps import export
+from jobs.tables import export
 from planner import assign
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -85,7 +85,7 @@ def snapshot_and_verify(setup: Setup, run_id: str) -> dict[str, dict]:
     """The nightly's first two steps on a fresh run: pull a snapshot of the live groups, then verify it."""
     ctx = RunContext.create(setup.config, run_id)
     pipeline.STEPS["ingest"](ctx, {})
-    return {r["group_id"]: r for r in pipeline.STEPS["verify"](ctx, {})}
+    return {r["group_id"]: r for r in pipeline.STEPS["verify"](ctx, {}).rows}
 
 
 def generation_row(setup: Setup, group: str, generation: int) -> dict:

@@ -43,7 +43,7 @@ from jobs.demo.kip848_members import Kip848Group, kip848_group
 from jobs.demo.traffic import Traffic, drained
 from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
-from jobs.steps import export
+from jobs.tables import export
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -127,7 +127,7 @@ def snapshot_and_verify(setup: Setup, run_id: str) -> dict[str, dict]:
         env.setenv("REBALANCE_KAFKA_BOOTSTRAP_SERVERS", setup.broker.bootstrap)
         ctx = RunContext.create(setup.config, run_id)
         pipeline.STEPS["ingest"](ctx, {})
-        return {r["group_id"]: r for r in pipeline.STEPS["verify"](ctx, {})}
+        return {r["group_id"]: r for r in pipeline.STEPS["verify"](ctx, {}).rows}
 
 
 def grow(setup: Setup, topic: str) -> None:

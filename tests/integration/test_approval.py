@@ -19,7 +19,7 @@ from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.steps.lifecycle import settle
+from jobs.tables.lifecycle import settle
 from schemas.status import GenerationStatus as S
 
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"

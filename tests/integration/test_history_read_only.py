@@ -9,9 +9,9 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
-from jobs.steps import history
 from planner.errors import InputError
 
 pytestmark = pytest.mark.spark

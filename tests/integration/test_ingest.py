@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from jobs.config import Config
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.steps import ingest
 from planner.errors import InputError
 
@@ -32,7 +32,7 @@ def group(group_id: str, **extra) -> dict:
     }
 
 
-def run(lake, pattern, run_id="run-1") -> ingest.IngestResult:
+def run(lake, pattern, run_id="run-1") -> StepResult:
     return ingest.run(RunContext.create(Config(lake=str(lake.root), snapshots=str(pattern)), run_id), received_at=NOW)
 
 
@@ -237,7 +237,7 @@ def test_a_capture_time_after_the_receipt_is_quarantined_and_a_day_of_skew_is_no
     (files / "skewed.json").write_text(json.dumps(group("skewed", captured_at="2026-11-21T20:00:00Z")))
     result = run(lake, files)
     assert result.groups == ["skewed"]
-    assert result.quarantined == [
+    assert list(result.quarantined) == [
         (
             f"{files}/future.json",
             "captured_at: 2090-01-01T00:00:00Z is after the snapshot was received (2026-11-21T02:00:00+00:00)",

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.config import Config
-from jobs.context import RunContext
+from jobs.context import RunContext, StepResult
 from jobs.steps import ingest
 
 NOW = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
@@ -83,9 +83,9 @@ GOOD = (good, good_lines)
 KINDS = (*GOOD, truncated, garbage, empty, wrong_shape, bad_topic, fifo, folder, loop, dangling, outside)
 
 
-def ingest_within(pattern: Path, seconds: float = 60.0) -> ingest.IngestResult:
+def ingest_within(pattern: Path, seconds: float = 60.0) -> StepResult:
     """Ingest into a fresh lake on a daemon thread: a hang fails the test instead of stalling the run."""
-    found: list[ingest.IngestResult | BaseException] = []
+    found: list[StepResult | BaseException] = []
 
     def work() -> None:
         with tempfile.TemporaryDirectory() as lake:

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.cli.skew_options import parse_counts, parse_partitioners
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.kernels.key_skew import TopicCounts, key_metrics, partial_keys, placements
 from jobs.kernels.samples import SAMPLE_SCHEMA
-from jobs.steps.skew import counts_to_measure, partition_weights, run
-from jobs.steps.skew_options import SkewOptions, parse_counts, parse_partitioners, parse_what_if
+from jobs.steps.skew import SkewOptions, counts_to_measure, parse_what_if, partition_weights, run
 from planner.partitioners import PARTITIONERS, partition_key
 
 COUNTS = {"orders": 6, "events": 4, "quiet": 3}
@@ -147,8 +147,8 @@ def measured(spark, records, tmp_path_factory: pytest.TempPathFactory):
     path = root / "samples.parquet"
     pq.write_table(pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA), path)
     options = SkewOptions(partitions=COUNTS, partitioners=PARTITIONER, what_if=WHAT_IF, top_keys=3, input=str(path))
-    summary = run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
-    return summary.to_pylist(), lake, options
+    run(RunContext.create(Config(lake=str(lake.root)), "run-1", spark=spark), options)
+    return lake.read_arrow("key_skew_summary", [("run_id", "=", "run-1")]).to_pylist(), lake, options
 
 
 def test_key_skew_rows_equal_independent_count(measured, records):
@@ -265,7 +265,7 @@ def test_input_mapping_string_keys_and_partitioned_delta(lake, tmp_path: Path):
     from deltalake import write_deltalake
 
     from jobs.kernels.samples import read_units
-    from jobs.steps.skew_input import SampleInputError, resolve
+    from jobs.tables.skew_input import SampleInputError, resolve
 
     data = pa.table({"stream": ["t", "t", "u"], "message_key": ["a", None, "é"], "n": [2, None, 1], "p": [0, 1, 2]})
     write_deltalake(tmp_path / "delta", data, partition_by=["stream"])
@@ -292,7 +292,7 @@ def test_lake_samples_use_the_newest_sample_set(lake):
     from datetime import UTC, datetime
 
     from jobs.kernels.samples import read_units
-    from jobs.steps.skew_input import resolve
+    from jobs.tables.skew_input import resolve
 
     def sample(sample_id: str, day: int, keys: list[bytes]) -> pa.Table:
         return pa.Table.from_pylist(
@@ -327,7 +327,7 @@ def test_samples_are_found_without_delta_rs_python_file_handler(lake, tmp_path: 
     from deltalake.fs import DeltaStorageHandler
 
     from jobs.io.lake import rows_table
-    from jobs.steps.skew_input import resolve
+    from jobs.tables.skew_input import resolve
 
     lake.append(
         "key_samples", rows_table("key_samples", [{"sample_id": "s", "topic": "t", "partition": 0, "offset": 0}])
@@ -384,7 +384,7 @@ def test_nightly_defaults_read_the_lake(spark, lake):
     from datetime import UTC, datetime
 
     summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-1", spark=spark))
-    assert summary.num_rows == 0 and lake.read_arrow("key_skew").num_rows == 0
+    assert len(summary.rows) == 0 and lake.read_arrow("key_skew").num_rows == 0
     assert partition_weights(lake, "nightly-1") == {}
     # Samples but no snapshot of their topics: every topic reports the missing partition count.
     lake.append(
@@ -405,15 +405,18 @@ def test_nightly_defaults_read_the_lake(spark, lake):
             schema=lake.read_arrow("key_samples").schema,
         ),
     )
-    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-2", spark=spark)).to_pylist()
+    summary = run(RunContext.create(Config(lake=str(lake.root)), "nightly-2", spark=spark)).rows
     assert [(r["topic"], r["partition_count"], "no partition count" in r["error"]) for r in summary] == [
         ("a", 0, True),
         ("b", 0, True),
     ]
     # The DAG passes its own run's sample set: a run that sampled nothing measures nothing.
     assert (
-        run(
-            RunContext.create(Config(lake=str(lake.root)), "nightly-3", spark=spark), SkewOptions(sample_id="nightly-3")
-        ).num_rows
+        len(
+            run(
+                RunContext.create(Config(lake=str(lake.root)), "nightly-3", spark=spark),
+                SkewOptions(sample_id="nightly-3"),
+            ).rows
+        )
         == 0
     )

@@ -108,7 +108,7 @@ def planned(spark, lake, run_id: str = "r1", load_source: str = "auto") -> dict[
     """Plan `run_id`; per group its generation row, partition loads (partition -> (load, source)), metrics and
     the weight of each plan row."""
     config = Config(lake=str(lake.root), strategies=("range", "balanced-load"), load_source=load_source)
-    ids = plan.run(RunContext.create(config, run_id, spark=spark), created_at=T0)
+    ids = plan.run(RunContext.create(config, run_id, spark=spark), created_at=T0).by_group("generation_id")
     out: dict[str, dict] = {
         g["group_id"]: {"generation": g, "loads": {}, "metrics": {}, "weights": {}}
         for g in lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()

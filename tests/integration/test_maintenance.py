@@ -20,7 +20,8 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io import delta_maintenance as delta
 from jobs.io.lake import Lake, rows_table
-from jobs.steps import export, maintain
+from jobs.steps import maintain
+from jobs.tables import export
 from schemas import TABLES
 
 pytestmark = pytest.mark.spark
@@ -94,7 +95,7 @@ def test_maintenance_compacts_and_keeps_every_row_and_every_version_inside_the_r
     latest = {name: DeltaTable(lake.path(name)).version() for name in TIME_TRAVELLED}
     travelled = {(name, v): read_version(spark, name, v) for name, last in latest.items() for v in (1, last)}
     unchanged = {name for name in TABLES if DeltaTable(lake.path(name)).version() == 0}  # no checkpoint needed
-    report = {r["table"]: r for r in maintain.run(context(lake))}  # 7 days, bulky rows 30 days: nothing is old
+    report = {r["table"]: r for r in maintain.run(context(lake)).rows}  # 7 days, bulky rows 30 days: nothing is old
 
     assert current_rows(lake) == rows
     assert sum(r["live_files_after"] for r in report.values()) < sum(r["live_files_before"] for r in report.values())
@@ -154,11 +155,11 @@ def test_bulky_rows_of_old_generations_go_but_never_a_groups_latest_approved_one
     rows, disk = current_rows(lake), files_on_disk(lake)
     table_versions = {name: DeltaTable(lake.path(name)).version() for name in TABLES}
 
-    dry = {r["table"]: r for r in maintain.run(context(lake), dry_run=True)}
+    dry = {r["table"]: r for r in maintain.run(context(lake), dry_run=True).rows}
     assert files_on_disk(lake) == disk and current_rows(lake) == rows
     assert {name: DeltaTable(lake.path(name)).version() for name in TABLES} == table_versions
 
-    done = {r["table"]: r for r in maintain.run(context(lake))}
+    done = {r["table"]: r for r in maintain.run(context(lake)).rows}
     gone = {(g, 1) for g in GROUPS} | {(g, 2) for g in GROUPS if g != "payments"}
     for name in PER_GENERATION:
         assert generation_keys(lake, name) == {(g, i) for g in GROUPS for i in (1, 2, 3)} - gone, name
@@ -171,7 +172,8 @@ def test_bulky_rows_of_old_generations_go_but_never_a_groups_latest_approved_one
         if name not in (*PER_GENERATION, "topic_partitions", "partition_offsets"):
             assert after[name] == rows[name], name  # generations and the small tables are kept whole
     assert done["plans"]["rows_deleted"] > 0
-    plan = export.run(context(lake), "payments")  # reads generation 2's plan rows, snapshot and partition counts
+    # reads generation 2's plan rows, snapshot and partition counts
+    plan = export.plan_of(lake, export.select_generation(lake, "payments")).to_json()
     assert (plan["generation_id"], plan["snapshot_id"], plan["topics"]) == (2, "run-2", {"orders": 12, "refunds": 4})
     assert sum(len(ps) for m in plan["members"].values() for ps in m["assignment"].values()) == 16
 
@@ -199,8 +201,8 @@ def test_old_key_samples_and_key_skew_runs_go_but_the_newest_of_each_stay(lake):
         "key_skew_summary": [{"run_id": r, "computed_at": now - timedelta(days=d), **run} for r, d in ages.items()],
     }.items():
         lake.merge(name, rows_table(name, rows))
-    dry = {r["table"]: r["rows_deleted"] for r in maintain.run(context(lake), dry_run=True)}
-    done = {r["table"]: r["rows_deleted"] for r in maintain.run(context(lake))}
+    dry = {r["table"]: r["rows_deleted"] for r in maintain.run(context(lake), dry_run=True).rows}
+    done = {r["table"]: r["rows_deleted"] for r in maintain.run(context(lake)).rows}
     assert done == dry
     assert (done["key_samples"], done["key_skew"], done["key_skew_hot_keys"], done["key_skew_summary"]) == (6, 24, 2, 0)
     for name in ("key_samples", "key_skew", "key_skew_hot_keys"):
@@ -210,7 +212,7 @@ def test_old_key_samples_and_key_skew_runs_go_but_the_newest_of_each_stay(lake):
 
 
 def test_a_retention_beyond_the_tables_own_raises_it_so_time_travel_reaches_as_far(lake):
-    report = maintain.run(context(lake), retention_days=45)
+    report = maintain.run(context(lake), retention_days=45).rows
     raised = {
         "delta.deletedFileRetentionDuration": "interval 45 days",
         "delta.logRetentionDuration": "interval 45 days",
@@ -220,7 +222,7 @@ def test_a_retention_beyond_the_tables_own_raises_it_so_time_travel_reaches_as_f
         configuration = DeltaTable(lake.path(name)).metadata().configuration
         assert {k: configuration[k] for k in raised} == raised and delta.protocol(lake, name) == (1, 2)
     assert "raised delta.deletedFileRetentionDuration = interval 45 days" in maintain.format_report(report)
-    assert all(not r["retention_raised"] for r in maintain.run(context(lake), retention_days=30))  # never lowered
+    assert all(not r["retention_raised"] for r in maintain.run(context(lake), retention_days=30).rows)  # never lowered
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,11 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs import pipeline
+from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.steps import gate, history, ingest, plan, publish
+from jobs.steps import gate, ingest, plan, publish
 from planner import assign
 from planner.group import from_snapshot
 
@@ -89,7 +90,7 @@ def test_generation_ids_are_never_reused_even_when_a_group_skips_a_run(lake):
 def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config):
     ctx = RunContext.create(config, "run-1", trigger="scheduled", spark=spark)
     ingest.run(ctx, received_at=T0)
-    ids = plan.run(ctx)
+    ids = plan.run(ctx).by_group("generation_id")
     table = DeltaTable(lake.path("plans"))
     # Drop one inventory partition and hand another to a member that does not subscribe to its topic.
     table.delete("group_id = 'inventory' AND topic = 'stock' AND partition = 5")
@@ -112,7 +113,7 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
             ],
         ),
     )
-    passed = gate.run(ctx)
+    passed = gate.run(ctx).by_group("passed")
     assert passed == {
         "audit-archiver": True,
         "clickstream-etl": True,
@@ -120,7 +121,7 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config)
         "payments": True,
         "shipping": True,
     }
-    report = {r["group_id"]: r for r in publish.run(ctx)}
+    report = {r["group_id"]: r for r in publish.run(ctx).rows}
     assert report["inventory"]["status"] == "rejected" and report["payments"]["status"] == "approved"
     assert report["inventory"]["gate_summary"] == (
         "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "

@@ -86,7 +86,7 @@ def built(spark, tmp_path_factory) -> tuple[Lake, Path]:
     # run-2: the same groups, with one inventory partition dropped from every candidate before the gate.
     ctx = RunContext.create(config, "run-2", trigger="scheduled", spark=spark)
     ingest.run(ctx, received_at=T0)
-    ids = plan.run(ctx)
+    ids = plan.run(ctx).by_group("generation_id")
     DeltaTable(lake.path("plans")).delete(
         f"group_id = 'inventory' AND generation_id = {ids['inventory']} AND topic = 'stock' AND partition = 5"
     )

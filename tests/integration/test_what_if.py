@@ -106,8 +106,12 @@ def test_a_scenario_is_planned_gated_and_published_as_a_new_generation(spark, la
     )
     pipeline.plan(ctx, {})
     pipeline.gate(ctx, {})
-    (report,) = pipeline.publish(ctx, {})
-    assert report == {"group_id": "payments", "generation_id": 2, "status": "approved"}
+    (report,) = pipeline.publish(ctx, {}).rows
+    assert {k: report[k] for k in ("group_id", "generation_id", "status")} == {
+        "group_id": "payments",
+        "generation_id": 2,
+        "status": "approved",
+    }
     plans = [r for r in lake.read_arrow("plans").to_pylist() if r["generation_id"] == 2]
     chosen = {
         r["strategy"]

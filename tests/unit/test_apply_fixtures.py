@@ -13,7 +13,7 @@ import pytest
 from jobs.apply.decision import REASONS, LiveSubscription, decide
 from jobs.apply.matching import LiveMember, client_id_of
 from jobs.apply.plan_file import Plan, PlanError, parse_plan
-from jobs.steps.export import build_plan
+from jobs.tables.export import build_plan
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((REPO / "schemas" / "fixtures" / "apply").glob("*.json"))

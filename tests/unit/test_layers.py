@@ -23,6 +23,7 @@ FORBIDDEN = (
     "great_expectations",
     "jobs.io",
     "jobs.steps",
+    "jobs.tables",
     "jobs.demo",
     "jobs.cli",
     "jobs.context",
@@ -72,7 +73,8 @@ FLOORS = (
     ("jobs.kernels", "jobs.config", "jobs.terminal"),
     ("jobs.io",),
     ("jobs.context",),
-    ("jobs.apply", "jobs.report", "jobs.steps"),
+    ("jobs.apply", "jobs.report", "jobs.tables"),
+    ("jobs.steps",),
     ("jobs.pipeline", "jobs.what_if_answer"),
     ("jobs.cli", "jobs.airflow", "jobs.demo", "jobs.spark_archive"),
 )

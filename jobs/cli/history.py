@@ -1,4 +1,4 @@
-"""Assignment history over Spark SQL: every lake table as a view, plus `assignment_history`."""
+"""`rebalance sql`: the assignment history over Spark SQL, every lake table as a view plus `assignment_history`."""
 
 from __future__ import annotations
 

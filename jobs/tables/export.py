@@ -14,18 +14,12 @@ from datetime import UTC
 from typing import Any
 
 from jobs.apply.plan_file import FORMAT, Plan, PlanError, parse_plan
-from jobs.context import RunContext
 from jobs.io.lake import Lake
 from planner.errors import InputError
 from schemas.tables import WHAT_IF_SOURCE
 
 APPROVED = "approved"
 WAS_APPROVED = ("approved", "superseded")  # statuses of generations that passed every check at some time
-
-
-def run(ctx: RunContext, group: str, generation: int | None = None) -> dict[str, Any]:
-    """The plan document of `group`'s latest approved generation, or of generation `generation`."""
-    return plan_of(ctx.lake, select_generation(ctx.lake, group, generation)).to_json()
 
 
 def select_generation(lake: Lake, group: str, generation: int | None = None) -> dict[str, Any]:

@@ -1,31 +1,17 @@
-"""Options of the key-skew job and their command-line form, kept free of Spark so `rebalance` starts fast."""
+"""`rebalance skew`: the command-line form of the key-skew step's options (`jobs.steps.skew.SkewOptions`) and its
+summary as text. Spark loads only when a command runs: every command's parser is built at start, this one's too."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
 from planner.partitioners import PARTITIONERS
 
-JAVA_PARTITIONER = "murmur2"
-
-
-@dataclass(frozen=True)
-class SkewOptions:
-    """What to measure; every field has a default so the nightly run needs none."""
-
-    partitions: Mapping[str, int] | None = None  # topic -> current count; None: the run's topic_partitions
-    partitioner: str = JAVA_PARTITIONER  # default for every topic
-    partitioners: Mapping[str, str] = field(default_factory=dict)  # per-topic overrides
-    what_if: tuple[int, ...] = ()
-    top_keys: int = 10
-    input: str | None = None  # Parquet or Delta path; None: the lake's key_samples
-    columns: Mapping[str, str] = field(default_factory=dict)  # standard column -> input column
-    sample_id: str | None = None  # with input None: this sample set instead of the latest one
-    java_threshold: float = 0.99  # murmur2 must explain this share of observed records to be Java-compatible
+if TYPE_CHECKING:
+    from jobs.steps.skew import SkewOptions
 
 
 def parse_counts(text: str, what: str = "--partitions") -> dict[str, int]:
@@ -39,24 +25,10 @@ def parse_counts(text: str, what: str = "--partitions") -> dict[str, int]:
     return counts
 
 
-def parse_what_if(text: str) -> tuple[int, ...]:
-    """'24,36,48' or a range 'A-B' / 'A-B:STEP' (inclusive), mixed freely: the sorted distinct counts."""
-    counts: set[int] = set()
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        span, _, step = item.partition(":")
-        low, sep, high = span.partition("-")
-        try:
-            if sep:
-                counts.update(range(int(low), int(high) + 1, int(step or 1)))
-            else:
-                counts.add(int(span))
-        except ValueError:
-            raise InputError(f"--what-if: expected N, A-B or A-B:STEP, got {item!r}") from None
-    return tuple(sorted(counts))
-
-
 def parse_partitioners(text: str) -> tuple[str, dict[str, str]]:
     """'NAME' and/or 'TOPIC=NAME' items -> (default partitioner, per-topic partitioners)."""
+    from jobs.steps.skew import JAVA_PARTITIONER
+
     default, per_topic = JAVA_PARTITIONER, {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         topic, sep, name = item.rpartition("=")
@@ -67,7 +39,7 @@ def parse_partitioners(text: str) -> tuple[str, dict[str, str]]:
     return default, per_topic
 
 
-def format_summary(table: Any) -> str:
+def format_summary(rows: Iterable[Mapping[str, Any]]) -> str:
     """The summary as an aligned text table, one line per topic and candidate count."""
     header = [
         "topic",
@@ -84,7 +56,7 @@ def format_summary(table: Any) -> str:
         "error",
     ]
     lines = [header]
-    for r in table.to_pylist():
+    for r in rows:
         lines.append(
             [
                 r["topic"],
@@ -114,7 +86,9 @@ def _pct(x: float | None) -> str:
 
 
 def options_from_args(args: argparse.Namespace) -> SkewOptions:
-    """SkewOptions from the `rebalance skew` arguments (also used by `main`)."""
+    """SkewOptions from the `rebalance skew` arguments."""
+    from jobs.steps.skew import SkewOptions, parse_what_if
+
     default, per_topic = parse_partitioners(args.partitioner or "")
     columns = dict(parse_pair(c) for c in args.column or [])
     return SkewOptions(
@@ -138,7 +112,7 @@ def parse_pair(text: str) -> tuple[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The job's options, shared by `rebalance skew` and `spark-submit jobs/steps/skew.py`."""
+    """The options of `rebalance skew`."""
     parser.add_argument(
         "--input", help="Parquet file/directory or Delta table of samples (default: the lake's latest key_samples set)"
     )

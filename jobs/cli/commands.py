@@ -138,22 +138,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Each step prints what it did as it ends (the publish table, the report pages, ...); then a one-line summary."""
     from jobs import pipeline
     from jobs.config import Config
-    from jobs.steps import publish
-    from jobs.terminal import short
 
     config = Config.from_env(snapshots=args.snapshots, strategies=args.strategies, lake=args.lake)
     result = pipeline.run(config, args.run_id)
-    print(
-        f"run {result.run_id}: {len(result.ingest.groups)} groups ingested, "
-        f"{len(result.ingest.quarantined)} inputs quarantined"
-    )
-    for source, reason in result.ingest.quarantined:
-        print(f"  quarantined {source}: {reason}")
-    print(publish.format_report(result.report))
-    for group, page in result.pages.items():
-        print(f"report {short(group)}: {page}")
+    groups, quarantined = len(result.steps["ingest"].groups), len(result.steps["ingest"].quarantined)
+    print(f"run {result.run_id}: {groups} groups ingested, {quarantined} inputs quarantined")
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in result.report) else 0
 
 
@@ -166,9 +158,9 @@ def _add_sql(sub: argparse._SubParsersAction) -> None:
 
 
 def _sql(args: argparse.Namespace) -> int:
+    from jobs.cli.history import query
     from jobs.config import Config
     from jobs.context import RunContext
-    from jobs.steps.history import query
 
     print(query(RunContext.create(Config.from_env(lake=args.lake), trigger="sql"), args.query, args.limit))
     return 0
@@ -213,9 +205,9 @@ def _maintain(args: argparse.Namespace) -> int:
     if not lake.exists("generations"):
         raise InputError(f"--lake: no lake at {lake.root} (nothing to maintain)")
     ctx = RunContext.create(config, trigger="maintain")
-    rows = maintain.run(ctx, retention_days=retention, bulky_retention_days=bulky, dry_run=args.dry_run)
+    result = maintain.run(ctx, retention_days=retention, bulky_retention_days=bulky, dry_run=args.dry_run)
     print(f"lake {ctx.lake.root}: retention {retention} days, bulky rows {bulky} days")
-    print(maintain.format_report(rows, dry_run=args.dry_run))
+    print(result.text)
     return 0
 
 
@@ -278,7 +270,7 @@ def _hash(args: argparse.Namespace) -> int:
 
 
 def _add_skew(sub: argparse._SubParsersAction) -> None:
-    from jobs.steps.skew_options import add_arguments
+    from jobs.cli.skew_options import add_arguments
 
     p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
     add_arguments(p)
@@ -287,16 +279,16 @@ def _add_skew(sub: argparse._SubParsersAction) -> None:
 
 
 def _skew(args: argparse.Namespace) -> int:
+    from jobs.cli.skew_options import format_summary, options_from_args
     from jobs.config import Config
     from jobs.context import RunContext
     from jobs.steps.skew import run
-    from jobs.steps.skew_options import format_summary, options_from_args
 
     options = options_from_args(args)
     ctx = RunContext.create(Config.from_env(lake=args.lake), args.run_id, trigger="skew")
     summary = run(ctx, options)
     print(f"run {ctx.run_id}")
-    print(format_summary(summary))
+    print(format_summary(summary.rows))
     return 0
 
 
@@ -314,8 +306,8 @@ def _add_what_if(sub: argparse._SubParsersAction) -> None:
 
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
+    from jobs.cli.skew_options import parse_counts
     from jobs.context import RunContext
-    from jobs.steps.skew_options import parse_counts
     from jobs.what_if_answer import answer, as_json, format_answer
 
     params = {
@@ -330,13 +322,13 @@ def _what_if(args: argparse.Namespace) -> int:
         if not ctx.embedded:
             _ = ctx.spark  # a cluster's or a Connect server's executors are checked before the scenario is written
         with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
-            results = {name: pipeline.STEPS[name](ctx, params) for name in pipeline.WHAT_IF}
+            results = {name: pipeline.step(ctx, name, params) for name in pipeline.WHAT_IF}
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
-    report = results["publish"]
+    report, pages = results["publish"].rows, results["report"].by_group("page")
     for published in report:
-        found = answer(ctx.lake, published, results["report"].get(published["group_id"]))
+        found = answer(ctx.lake, published, pages.get(published["group_id"]))
         print(as_json(found) if args.json else format_answer(found))
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in report) else 0
 
@@ -385,7 +377,7 @@ def _review(args: argparse.Namespace) -> int:
     from jobs.steps import review
 
     ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="review")
-    (row,) = review.run(
+    result = review.record(
         ctx,
         args.decision,
         args.reviewer or getpass.getuser(),
@@ -393,7 +385,7 @@ def _review(args: argparse.Namespace) -> int:
         group=args.group,
         generation=args.generation,
     )
-    print(f"generation {row['generation_id']} of group {row['group_id']}: {row['status_reason']}")
+    print(result.text)
     return 0
 
 
@@ -409,16 +401,16 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     import json
 
-    from jobs.apply.plan_file import parse_plan, write_plan
+    from jobs.apply.plan_file import write_plan
     from jobs.config import Config
     from jobs.context import RunContext
-    from jobs.steps import export
+    from jobs.tables import export
 
-    doc = export.run(RunContext.create(Config.from_env(lake=args.lake), trigger="export"), args.group, args.generation)
+    lake = RunContext.create(Config.from_env(lake=args.lake), trigger="export").lake
+    plan = export.plan_of(lake, export.select_generation(lake, args.group, args.generation))
     if not args.output:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(plan.to_json(), indent=2))
         return 0
-    plan = parse_plan(doc)
     try:
         write_plan(plan, args.output)
     except OSError as e:
@@ -445,9 +437,10 @@ def _verify(args: argparse.Namespace) -> int:
     from jobs.steps import verify
 
     ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="verify")
-    (result,) = verify.run(ctx, group=args.group, snapshot_id=args.snapshot)
-    print(verify.format_verdict(result))
-    return 0 if result["verification"] == "applied" else 1
+    result = verify.run(ctx, group=args.group, snapshot_id=args.snapshot)
+    print(result.text)
+    (row,) = result.rows
+    return 0 if row["verification"] == "applied" else 1
 
 
 def _add_migration(sub: argparse._SubParsersAction) -> None:
@@ -459,9 +452,9 @@ def _add_migration(sub: argparse._SubParsersAction) -> None:
 
 
 def _migration(args: argparse.Namespace) -> int:
+    from jobs.cli.migration import format_readiness, latest
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.migration import format_readiness, latest
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
     if not lake.exists("migration_readiness"):
@@ -480,9 +473,9 @@ def _add_diff(sub: argparse._SubParsersAction) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from jobs.cli.diff import format_diff, stored
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.diff import format_diff, stored
 
     lake = Lake(Config.from_env(lake=args.lake).lake)
     if not lake.exists("plan_diffs"):
@@ -500,9 +493,9 @@ def _add_metrics(sub: argparse._SubParsersAction) -> None:
 
 
 def _metrics(args: argparse.Namespace) -> int:
+    from jobs.cli.metrics import serve
     from jobs.config import Config
     from jobs.io.lake import Lake
-    from jobs.steps.signals import serve
 
     return serve(Lake(Config.from_env(lake=args.lake).lake), args.host, args.port)
 
@@ -572,7 +565,3 @@ def _end_promptly() -> None:
         os._exit(_exit_code[0])
 
     atexit.register(end)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
