@@ -9,6 +9,7 @@ the run id, so each can run in its own process (an Airflow task) or all in one. 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -208,6 +209,7 @@ class PipelineResult:
 
     run_id: str
     steps: Mapping[str, StepResult]
+    seconds: Mapping[str, float]  # wall seconds of each step, in the order they ran
 
     @property
     def report(self) -> tuple[dict[str, Any], ...]:
@@ -227,13 +229,16 @@ def run(
     if not ctx.embedded:
         _ = ctx.spark  # a cluster's or a Connect server's executors are checked before anything is written
     results: dict[str, StepResult] = {}
+    seconds: dict[str, float] = {}
     try:
         for name in NIGHTLY:
+            started = time.perf_counter()
             results[name] = step(ctx, name, {})
+            seconds[name] = time.perf_counter() - started
             if name == "gate":
                 ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back
             release_memory()  # each step starts from what it needs, not from the peak of the one before
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
-    return PipelineResult(ctx.run_id, results)
+    return PipelineResult(ctx.run_id, results, seconds)

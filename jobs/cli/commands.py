@@ -138,7 +138,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Each step prints what it did as it ends (the publish table, the report pages, ...); then a one-line summary."""
+    """Each step prints what it did as it ends (the publish table, the report pages, ...); then a one-line summary
+    and the time each step took."""
     from jobs import pipeline
     from jobs.config import Config
 
@@ -146,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     result = pipeline.run(config, args.run_id)
     groups, quarantined = len(result.steps["ingest"].groups), len(result.steps["ingest"].quarantined)
     print(f"run {result.run_id}: {groups} groups ingested, {quarantined} inputs quarantined")
+    print("steps: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items()))
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in result.report) else 0
 
 

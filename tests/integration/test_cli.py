@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import pipeline
 from jobs.cli import main
 
 DEMO = Path(__file__).resolve().parents[2] / "jobs" / "demo" / "data"
@@ -24,6 +25,9 @@ def test_run_then_sql_over_the_history(spark, tmp_path, capsys):
     assert spark.range(3).count() == 3  # the run found this session running: it stops only a JVM it started
     out = capsys.readouterr().out
     assert "run r1: 5 groups ingested, 1 inputs quarantined" in out
+    (timings,) = [line.removeprefix("steps: ") for line in out.splitlines() if line.startswith("steps: ")]
+    assert [t.rsplit(" ", 2)[0] for t in timings.split(", ")] == list(pipeline.NIGHTLY)  # each step's time, in order
+    assert all(t.endswith(" s") for t in timings.split(", "))
     assert "billing-truncated.json: invalid JSON" in out
     assert out.count("approved") == 5
     assert (
