@@ -39,7 +39,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -47,12 +47,13 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from jobs.apply.decision import LiveSubscription, decide
 from jobs.apply.matching import LiveMember, client_id_of
-from jobs.apply.plan_file import Plan, PlanError, TopicPartition, load_plan, parse_plan
+from jobs.apply.plan_file import Plan, TopicPartition, load_plan, parse_plan
+from planner.errors import PlanError
 
 log = logging.getLogger(__name__)
 
 
-class PlannedAssignor(AbstractPartitionAssignor):
+class PlannedAssignor(AbstractPartitionAssignor):  # type: ignore[misc]  # kafka-python ships no types
     """Serves `plan` (a plan document, or the path of an exported plan file) when the live group matches it."""
 
     name = "rebalance-planned"  # the Java PlannedAssignor's too: Python and Java members share one group
@@ -84,7 +85,7 @@ class PlannedAssignor(AbstractPartitionAssignor):
             plan = self._plan or self._plan_file()
         except PlanError as e:
             log.warning("planned assignor: no plan served (%s); assigning with %s", e, self.fallback.name)
-            return self.fallback.assign(cluster, members)
+            return cast("dict[str, Any]", self.fallback.assign(cluster, members))
         decision = decide(plan, lambda topic: _partition_count(cluster, topic), [subscription(m) for m in members])
         if not decision.serve:
             log.warning(
@@ -94,7 +95,7 @@ class PlannedAssignor(AbstractPartitionAssignor):
                 "; ".join(r.message for r in decision.reasons),
                 self.fallback.name,
             )
-            return self.fallback.assign(cluster, members)
+            return cast("dict[str, Any]", self.fallback.assign(cluster, members))
         log.info(
             "planned assignor: serving plan of group %r generation %d (%s) to %d members%s",
             plan.group_id,

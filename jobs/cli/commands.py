@@ -18,7 +18,7 @@ from planner.errors import InputError, RebalanceError
 from schemas.status import GenerationStatus
 
 
-def _add_assign(sub: argparse._SubParsersAction) -> None:
+def _add_assign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("assign", help="assign a group's partitions with a Kafka assignor; prints JSON")
     p.add_argument(
         "--strategy",
@@ -75,7 +75,7 @@ def _add_lake(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lake", help="lake root: a directory or s3://bucket/prefix (default $REBALANCE_LAKE or ./lake)")
 
 
-def _add_snapshot(sub: argparse._SubParsersAction) -> None:
+def _add_snapshot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("snapshot", help="pull consumer-group snapshots (and key samples) from a live Kafka cluster")
     p.add_argument("--bootstrap-servers", help="HOST:PORT[,...]; default REBALANCE_KAFKA_BOOTSTRAP_SERVERS")
     p.add_argument("--group", default="*", help="glob of group ids; '*' (default) = every group with members")
@@ -128,7 +128,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the whole pipeline once without Airflow: ingest, skew, plan, gate, publish")
     p.add_argument("--snapshots", help="snapshot files: a path, directory or glob (default $REBALANCE_SNAPSHOTS)")
     p.add_argument("--strategies", help="assignors to evaluate, comma-separated (default $REBALANCE_STRATEGIES)")
@@ -151,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in result.report) else 0
 
 
-def _add_sql(sub: argparse._SubParsersAction) -> None:
+def _add_sql(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sql", help="run Spark SQL over the lake's tables (views named after the tables)")
     p.add_argument("query", help='e.g. "SELECT group_id, generation_id, status FROM generations"')
     _add_lake(p)
@@ -168,7 +168,7 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_maintain(sub: argparse._SubParsersAction) -> None:
+def _add_maintain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from jobs.config import BULKY_RETENTION_DAYS, RETENTION_DAYS
 
     p = sub.add_parser(
@@ -223,7 +223,7 @@ def _days(text: str, option: str) -> int:
     return int(value)
 
 
-def _add_demo(sub: argparse._SubParsersAction) -> None:
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="run the nightly DAG once (`airflow dags test`) against an embedded Kafka cluster")
     _add_lake(p)
     p.add_argument(
@@ -239,7 +239,7 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(Config.from_env(lake=args.lake), live=not args.files)
 
 
-def _add_hash(sub: argparse._SubParsersAction) -> None:
+def _add_hash(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("hash", help="print each key's hash and partition as a producer's partitioner computes them")
     p.add_argument("--partitions", type=int, required=True, help="partition count of the topic")
     p.add_argument(
@@ -271,7 +271,7 @@ def _hash(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_skew(sub: argparse._SubParsersAction) -> None:
+def _add_skew(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from jobs.cli.skew_options import add_arguments
 
     p = sub.add_parser("skew", help="measure key skew per partition, today and at what-if partition counts")
@@ -294,7 +294,7 @@ def _skew(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_what_if(sub: argparse._SubParsersAction) -> None:
+def _add_what_if(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("what-if", help="plan a group's latest snapshot with more partitions or other members")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--partitions", default="", help="new partition counts: TOPIC=N[,TOPIC=N...]")
@@ -335,7 +335,7 @@ def _what_if(args: argparse.Namespace) -> int:
     return 1 if any(r["status"] == GenerationStatus.REJECTED for r in report) else 0
 
 
-def _add_report(sub: argparse._SubParsersAction) -> None:
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="write the HTML report pages of the lake's generations (offline, plotly)")
     p.add_argument("--group", help="only this group's pages")
     p.add_argument("--generation", type=int, help="only this generation of --group")
@@ -358,7 +358,7 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_review(sub: argparse._SubParsersAction) -> None:
+def _add_review(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("review", help="approve or reject a gated generation (one that awaits a person's review)")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, required=True, help="generation of the group")
@@ -391,7 +391,7 @@ def _review(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_export(sub: argparse._SubParsersAction) -> None:
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export", help="write a group's approved plan as a plan file for PlannedAssignor and others")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation to export (default: the group's latest approved)")
@@ -424,7 +424,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_verify(sub: argparse._SubParsersAction) -> None:
+def _add_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify", help="compare a group's latest snapshot with its approved plan: applied or drifted")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--snapshot", help="snapshot id (default: the group's latest snapshot in the lake)")
@@ -445,7 +445,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if row["verification"] == "applied" else 1
 
 
-def _add_migration(sub: argparse._SubParsersAction) -> None:
+def _add_migration(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("migration", help="what moving a classic group to group.protocol=consumer would change")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
@@ -465,7 +465,7 @@ def _migration(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_diff(sub: argparse._SubParsersAction) -> None:
+def _add_diff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("diff", help="a candidate against today's assignment, member by member")
     p.add_argument("--group", required=True, help="consumer group id")
     p.add_argument("--generation", type=int, help="generation id (default: the group's latest)")
@@ -486,7 +486,7 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_metrics(sub: argparse._SubParsersAction) -> None:
+def _add_metrics(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("metrics", help="serve the lake's Prometheus metrics over HTTP (read afresh at each scrape)")
     p.add_argument("--port", type=int, required=True, help="TCP port (0: any free one, printed)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")

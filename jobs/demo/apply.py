@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
@@ -44,7 +44,7 @@ def kafka_assignor(strategy: str) -> type[AbstractPartitionAssignor]:
     }
     if strategy not in assignors:
         raise DemoClusterError(f"no kafka-python assignor for strategy {strategy!r}; one of {sorted(assignors)}")
-    return assignors[strategy]
+    return cast("type[Any]", assignors[strategy])
 
 
 @dataclass
@@ -136,7 +136,7 @@ class PlannedGroup(ThreadedGroup):
 
         group = self
 
-        class Record(ConsumerRebalanceListener):
+        class Record(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python ships no types
             """Records when this member gained or lost partitions (the KIP-429 check reads the timeline)."""
 
             def on_partitions_revoked(self, revoked: Any) -> None:

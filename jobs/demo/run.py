@@ -22,6 +22,7 @@ from urllib.parse import unquote
 from jobs.airflow.environment import configure, migrate_once
 from jobs.cli.history import register, text_table
 from jobs.config import Config
+from jobs.io import kafka_broker
 from jobs.io.kafka_broker import Broker
 from jobs.io.lake import Lake
 from jobs.io.spark import get_spark
@@ -122,7 +123,7 @@ def _broker(plan_dir: Path) -> Iterator[tuple[Broker, bool]]:
         java_members.applier_jars()
     except demo_cluster.DemoClusterError as e:
         print(f"the Java plan appliers are skipped: {e}")
-        with demo_cluster.broker() as plain:
+        with kafka_broker.broker() as plain:
             yield plain, False
         return
     plan_dir.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -112,7 +112,7 @@ def _rewrite_without(fs: pa_fs.FileSystem, name: str, generations: Mapping[str, 
 
 
 def _batches(fs: pa_fs.FileSystem, name: str, columns: list[str]) -> Iterable[pa.RecordBatch]:
-    return pq.ParquetFile(name, filesystem=fs).iter_batches(batch_size=1 << 16, columns=columns)
+    return cast("Iterable[Any]", pq.ParquetFile(name, filesystem=fs).iter_batches(batch_size=1 << 16, columns=columns))
 
 
 def _mine(batch: pa.RecordBatch, generations: Mapping[str, int]) -> pa.Array:

@@ -248,7 +248,7 @@ def _launch_driver_jvm(options: Mapping[str, str], log: Path) -> None:
     if SparkContext._gateway is not None:
         return
     with open(log, "ab") as out:  # the JVM keeps its own descriptor of the file
-        gateway = launch_gateway(
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
             SparkConf(loadDefaults=False).setAll(list(options.items())), {"stdout": out, "stderr": out}
         )
     SparkContext._ensure_initialized(gateway=gateway)

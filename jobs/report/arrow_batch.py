@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -104,7 +104,7 @@ def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ..
 
 def rows(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> Rows:
     """A table's rows as dicts (only `columns`, those the table has, when given); a missing table reads as empty."""
-    return table(read, name, filters, columns).to_pylist()
+    return cast("list[dict[str, Any]]", table(read, name, filters, columns).to_pylist())
 
 
 def typed(data: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -265,7 +265,7 @@ class Slots:
 
     def codes_of(self, slots: np.ndarray) -> np.ndarray:
         """The (pair, topic) number of each slot."""
-        return self.known[slots // self.span]
+        return cast("np.ndarray", self.known[slots // self.span])
 
     def table(self, slots: np.ndarray) -> pa.Table:
         """The pair, topic and partition of each slot."""

@@ -188,7 +188,7 @@ def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
     (bounds, perhaps truncated; a file without them may hold any)."""
     files = pa.table(lake.table(name).get_add_actions(flatten=True))
     if not {"min.snapshot_id", "max.snapshot_id"} <= set(files.column_names):
-        return files.num_rows > 0
+        return bool(files.num_rows > 0)
     lows, highs = files.column("min.snapshot_id").to_pylist(), files.column("max.snapshot_id").to_pylist()
     return any(low is None or high is None or low <= snapshot_id <= high for low, high in zip(lows, highs, strict=True))
 

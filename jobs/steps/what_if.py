@@ -10,7 +10,7 @@ import itertools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
@@ -116,7 +116,7 @@ def apply(
             }
         )
     check_group(scenario, limits)
-    return scenario
+    return cast("dict[str, Any]", scenario)
 
 
 def run(

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -174,14 +174,16 @@ def _snapshot_ids(lake: Lake) -> list[dict[str, Any]]:
     """One row per (group, snapshot): its source and first capture time."""
     rows = lake.read_arrow("snapshots", columns=("snapshot_id", "group_id", "captured_at", "source"))
     grouped = rows.group_by(["group_id", "snapshot_id", "source"]).aggregate([("captured_at", "min")])
-    return grouped.rename_columns(["group_id", "snapshot_id", "source", "captured_at"]).to_pylist()
+    return cast(
+        "list[dict[str, Any]]", grouped.rename_columns(["group_id", "snapshot_id", "source", "captured_at"]).to_pylist()
+    )
 
 
 def _skew_runs(lake: Lake) -> list[dict[str, Any]]:
     """One row per (key-skew run, topic): when it was computed."""
     rows = lake.read_arrow("key_skew_summary", columns=("run_id", "computed_at", "topic"))
     grouped = rows.group_by(["run_id", "topic"]).aggregate([("computed_at", "max")])
-    return grouped.rename_columns(["run_id", "topic", "computed_at"]).to_pylist()
+    return cast("list[dict[str, Any]]", grouped.rename_columns(["run_id", "topic", "computed_at"]).to_pylist())
 
 
 def _newest_sample_set(lake: Lake) -> set[str]:

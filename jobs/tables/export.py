@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC
-from typing import Any
+from typing import Any, cast
 
-from jobs.apply.plan_file import FORMAT, Plan, PlanError, parse_plan
+from jobs.apply.plan_file import FORMAT, Plan, parse_plan
 from jobs.io.lake import Lake
-from planner.errors import InputError
+from planner.errors import InputError, PlanError
 from schemas.tables import WHAT_IF_SOURCE
 
 APPROVED = "approved"
@@ -47,7 +47,7 @@ def select_generation(lake: Lake, group: str, generation: int | None = None) -> 
             f"generation: generation {generation} of group {group!r} is {chosen['status']}, not approved; "
             "only approved plans are exported"
         )
-    return chosen
+    return cast("dict[str, Any]", chosen)
 
 
 def what_if_snapshots(lake: Lake, group: str) -> set[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -99,7 +99,7 @@ def choose_columns(available: Iterable[str], columns: Mapping[str, str]) -> dict
 
 def _row_groups(filesystem: pa_fs.FileSystem, path: str) -> int:
     """How many row groups a Parquet file has (its footer, read through Arrow's file system)."""
-    return pq.ParquetFile(path, filesystem=filesystem).num_row_groups
+    return int(pq.ParquetFile(path, filesystem=filesystem).num_row_groups)
 
 
 def _parquet_files(source: str) -> list[str]:
@@ -155,4 +155,4 @@ def _latest_sample_id(lake: Lake) -> str | None:
         return None
     newest = ids.group_by("sample_id").aggregate([("timestamp", "max")])
     newest = newest.sort_by([("timestamp_max", "descending"), ("sample_id", "descending")])
-    return newest["sample_id"][0].as_py()
+    return cast("str | None", newest["sample_id"][0].as_py())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,7 +72,7 @@ def member_rows(table: pa.Table) -> list[dict[str, Any]]:
     for column in PAIR_COLUMNS:
         for row, pairs in zip(rows, _pair_lists(table.column(column).combine_chunks()), strict=True):
             row[column] = pairs
-    return rows
+    return cast("list[dict[str, Any]]", rows)
 
 
 def _pair_lists(column: pa.Array) -> list[list[list[Any]] | None]:
