@@ -23,7 +23,7 @@ def stored(lake: Lake, group_id: str, generation_id: int | None, strategy: str |
     if not rows:
         raise InputError(f"--generation: group {group_id!r} has no generation {generation_id} with plan diffs")
     if strategy is None:
-        chosen = lake.read_arrow("generations", [("group_id", "=", group_id)]).to_pylist()
+        chosen = lake.generations([("group_id", "=", group_id)])
         strategy = next((g["chosen_strategy"] for g in chosen if g["generation_id"] == generation_id), None)
     strategies = sorted({r["strategy"] for r in rows})
     if strategy not in strategies:

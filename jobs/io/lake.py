@@ -22,11 +22,11 @@ import re
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +42,7 @@ from jobs.io.lake_locks import FileLock, Lock, file_lock, object_lease
 from jobs.io.lake_store import Store, parse_store
 from planner.errors import SourceError
 from schemas import TABLES, TableSpec
+from schemas.rows import Generation
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,10 @@ class Lake:
         spec = TABLES[name]
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
         return self.table(name).merge(conform(spec, data), predicate, source_alias="s", target_alias="t")
+
+    def generations(self, filters: Sequence[tuple[str, str, object]] | None = None) -> list[Generation]:
+        """The `generations` rows matching the (column, "=" or "in", value) terms, as typed rows."""
+        return cast("list[Generation]", self.read_arrow("generations", filters).to_pylist())
 
     def read_arrow(
         self,
@@ -293,9 +298,14 @@ class Lake:
         return object_lease(self.store.client, self.store.bucket, self.store.key(name))
 
 
-def rows_table(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+def columns(row: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The row narrowed to `names`, in their order (a typed row included)."""
+    return {name: row[name] for name in names}
+
+
+def rows_table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows (dicts) as an Arrow table of the named table's schema."""
-    return pa.Table.from_pylist(rows, schema=TABLES[name].schema)
+    return pa.Table.from_pylist(list(rows), schema=TABLES[name].schema)
 
 
 def conform(spec: TableSpec, data: pa.Table) -> pa.Table:

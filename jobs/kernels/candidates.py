@@ -14,7 +14,6 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +26,7 @@ from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
 from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key, topic_uuids
 from planner.load import load_bound
+from schemas.rows import PlanMetrics
 from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS, TOPIC_PARTITION
 
 # What the kernel returns: one row per candidate (its plan_metrics and the group's load source), then one row per
@@ -289,7 +289,7 @@ def load_rows(group: Group) -> pa.Table:
     )
 
 
-def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.Table, dict[str, Any] | None]:
+def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.Table, PlanMetrics | None]:
     """One strategy's candidate: its `plans` rows (each assigned partition's target owner, previous owner, move
     and phase), its `plan_diffs` rows and its `plan_metrics` (None when it assigns nothing).
 
@@ -328,7 +328,7 @@ def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.T
     load = np.bincount(member, weights=weight, minlength=members)
     mean = float(weight.sum()) / members
     owned_before = int(np.count_nonzero(previous >= 0))
-    metrics = {
+    metrics: PlanMetrics = {
         "generation_id": group.generation_id,
         "group_id": group.group_id,
         "strategy": strategy,
@@ -385,16 +385,16 @@ def _partition_lists(spec: GroupSpec, owner: np.ndarray, parts: np.ndarray) -> p
     return pa.ListArray.from_arrays(pa.array(offsets), pairs)
 
 
-def choose_candidate(candidates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def choose_candidate(candidates: Sequence[PlanMetrics]) -> list[PlanMetrics]:
     """The candidates with `chosen` set on one: best balance (lowest max/mean load), then fewest moves, then
     strategy name."""
     best = min(candidates, key=lambda c: (c["max_mean_load"], c["partitions_moved"], c["strategy"]), default=None)
-    return [c | {"chosen": c is best} for c in candidates]
+    return [{**c, "chosen": c is best} for c in candidates]
 
 
-def outcome_batch(candidates: Sequence[dict[str, Any]], load_source: str) -> pa.RecordBatch:
+def outcome_batch(candidates: Sequence[PlanMetrics], load_source: str) -> pa.RecordBatch:
     """Candidate rows of the kernel's outcome."""
-    rows = [c | {"load_source": load_source} for c in candidates]
+    rows = [{**c, "load_source": load_source} for c in candidates]
     return pa.RecordBatch.from_pylist(rows, schema=OUTCOME)
 
 

@@ -133,7 +133,7 @@ def validate(
 def run(ctx: RunContext) -> StepResult:
     """Gate every generation planned by `ctx.run_id` and write `gate_results`; a row per group: passed."""
     spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
-    generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
+    generations = lake.generations([("run_id", "=", run_id)])
     if not generations:
         return StepResult()
     snapshot = lake.scan(spark, "snapshots", "snapshot_id", [run_id])

@@ -74,7 +74,7 @@ def allocate_generations(
 ) -> dict[str, int]:
     """Next generation id per group (max + 1), or the ids this run already holds; recorded as candidates."""
     with lake.lock():
-        existing = lake.read_arrow("generations", [("group_id", "in", list(groups))]).to_pylist()
+        existing = lake.generations([("group_id", "in", list(groups))])
         mine = {r["group_id"]: r["generation_id"] for r in existing if r["run_id"] == run_id}
         latest: dict[str, int] = {}
         for r in existing:

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.context import RunContext, StepResult
-from jobs.io.lake import rows_table
+from jobs.io.lake import columns, rows_table
 from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from jobs.terminal import short
+from schemas.rows import Generation
 from schemas.status import GenerationStatus as S
 
 REPORTED = ("group_id", "generation_id", "chosen_strategy", "status", "status_reason", "gate_summary")
@@ -29,7 +30,7 @@ def run(ctx: RunContext, *, approval: bool = False) -> StepResult:
     already decided keeps that decision when its run is published again.
     """
     lake, run_id = ctx.lake, ctx.run_id
-    generations = lake.read_arrow("generations", [("run_id", "=", run_id)]).to_pylist()
+    generations = lake.generations([("run_id", "=", run_id)])
     ids = [g["generation_id"] for g in generations]
     results: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in lake.read_arrow("gate_results", [("generation_id", "in", ids)]).to_pylist():
@@ -54,13 +55,19 @@ def run(ctx: RunContext, *, approval: bool = False) -> StepResult:
                 if checks
                 else "not gated"
             )
-            row = {**g, "status": status.value, "status_reason": reason, "status_at": now, "gate_summary": summary}
+            row: Generation = {
+                **g,
+                "status": status.value,
+                "status_reason": reason,
+                "status_at": now,
+                "gate_summary": summary,
+            }
             report.append(row)
             decided.append(row)
         lake.update("generations", rows_table("generations", decided), [*SETTLED_COLUMNS, "gate_summary"])
         settled = {(r["group_id"], r["generation_id"]): r for r in settle(lake, [g["group_id"] for g in report], now)}
     report = [settled.get((r["group_id"], r["generation_id"]), r) for r in report]
-    rows = tuple({k: r[k] for k in REPORTED} for r in sorted(report, key=lambda r: r["group_id"]))
+    rows = tuple(columns(r, REPORTED) for r in sorted(report, key=lambda r: r["group_id"]))
     return StepResult(rows, format_report(rows))
 
 

@@ -15,10 +15,7 @@ from jobs.terminal import short
 
 def run(ctx: RunContext) -> StepResult:
     """Write the page of every generation this run made; a row per group with the path of its page."""
-    made = {
-        g["group_id"]: g["generation_id"]
-        for g in ctx.lake.read_arrow("generations", [("run_id", "=", ctx.run_id)]).to_pylist()
-    }
+    made = {g["group_id"]: g["generation_id"] for g in ctx.lake.generations([("run_id", "=", ctx.run_id)])}
     if not made:
         return StepResult()
     written = write_reports(projected(ctx.lake.read_arrow), ctx.reports_dir, only=made)

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from jobs.context import RunContext, StepResult
-from jobs.io.lake import rows_table
+from jobs.io.lake import columns, rows_table
 from jobs.report.write import folder_name
 from jobs.tables.lifecycle import SETTLED_COLUMNS, settle
 from planner.errors import InputError
+from schemas.rows import Generation
 from schemas.status import GenerationStatus as S
 
 Decision = Literal["approve", "reject"]
@@ -30,9 +31,7 @@ def run(ctx: RunContext) -> StepResult:
     load, max/mean, partitions moved and the page's path) and the Markdown summary as the text.
     """
     lake = ctx.lake
-    gated = [
-        r for r in lake.read_arrow("generations", [("run_id", "=", ctx.run_id)]).to_pylist() if r["status"] == S.GATED
-    ]
+    gated = [r for r in lake.generations([("run_id", "=", ctx.run_id)]) if r["status"] == S.GATED]
     if not gated:
         return StepResult()
     for g in gated:
@@ -74,7 +73,7 @@ def record(
     when = reviewed_at or datetime.now(UTC)
     with lake.lock():
         rows = _selected(ctx, group, generation)
-        recorded = [
+        recorded: list[Generation] = [
             {
                 **r,
                 "status": status.value,
@@ -88,16 +87,16 @@ def record(
         ]
         lake.update("generations", rows_table("generations", recorded), REVIEW_COLUMNS)
         settle(lake, [r["group_id"] for r in recorded], when)
-    done = tuple({k: r[k] for k in ("group_id", "generation_id", "status", "status_reason")} for r in recorded)
+    done = tuple(columns(r, ("group_id", "generation_id", "status", "status_reason")) for r in recorded)
     return StepResult(
         done, "\n".join(f"generation {r['generation_id']} of group {r['group_id']}: {r['status_reason']}" for r in done)
     )
 
 
-def _selected(ctx: RunContext, group: str | None, generation: int | None) -> list[dict[str, Any]]:
+def _selected(ctx: RunContext, group: str | None, generation: int | None) -> list[Generation]:
     """The generations a review applies to: one named by group and generation, else the run's gated ones."""
     if group is None:
-        rows = ctx.lake.read_arrow("generations", [("run_id", "=", ctx.run_id)]).to_pylist()
+        rows = ctx.lake.generations([("run_id", "=", ctx.run_id)])
         return [r for r in rows if r["status"] == S.GATED]
     if generation is None:
         raise InputError(f"generation: required with group {group!r}")
@@ -113,7 +112,7 @@ def _selected(ctx: RunContext, group: str | None, generation: int | None) -> lis
     return [row]
 
 
-def _summary(generation: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+def _summary(generation: Generation, metrics: dict[str, Any]) -> dict[str, Any]:
     return {
         "group_id": generation["group_id"],
         "generation_id": generation["generation_id"],

@@ -115,7 +115,7 @@ class Expired:
 
 def expired(lake: Lake, cutoff: datetime) -> Expired:
     """The generations created before `cutoff` and the runs last used before it, less everything kept."""
-    generations = lake.read_arrow("generations").to_pylist()
+    generations = lake.generations()
     snapshots = _snapshot_ids(lake)
     skew_runs = _skew_runs(lake)
     kept = kept_generations(generations, {s["snapshot_id"] for s in snapshots if s["source"] == WHAT_IF_SOURCE})

@@ -9,22 +9,23 @@ scenarios, not the live group: they are exported only by number.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC
-from typing import Any, cast
+from typing import Any
 
 from jobs.apply.plan_file import FORMAT, Plan, parse_plan
 from jobs.io.lake import Lake
 from planner.errors import InputError, PlanError
+from schemas.rows import Generation
 from schemas.tables import WHAT_IF_SOURCE
 
 APPROVED = "approved"
 WAS_APPROVED = ("approved", "superseded")  # statuses of generations that passed every check at some time
 
 
-def select_generation(lake: Lake, group: str, generation: int | None = None) -> dict[str, Any]:
+def select_generation(lake: Lake, group: str, generation: int | None = None) -> Generation:
     """The group's latest approved generation row, or generation `generation` if it was approved."""
-    rows = lake.read_arrow("generations", [("group_id", "=", group)]).to_pylist()
+    rows = lake.generations([("group_id", "=", group)])
     if not rows:
         raise InputError(f"group: no generation of group {group!r} in the lake")
     latest = max(rows, key=lambda r: r["generation_id"])
@@ -47,7 +48,7 @@ def select_generation(lake: Lake, group: str, generation: int | None = None) -> 
             f"generation: generation {generation} of group {group!r} is {chosen['status']}, not approved; "
             "only approved plans are exported"
         )
-    return cast("dict[str, Any]", chosen)
+    return chosen
 
 
 def what_if_snapshots(lake: Lake, group: str) -> set[str]:
@@ -56,7 +57,7 @@ def what_if_snapshots(lake: Lake, group: str) -> set[str]:
     return {r["snapshot_id"] for r in rows if r["source"] == WHAT_IF_SOURCE}
 
 
-def plan_of(lake: Lake, generation: dict[str, Any]) -> Plan:
+def plan_of(lake: Lake, generation: Generation) -> Plan:
     """The generation's chosen candidate as a checked Plan (reads its snapshot, partition counts and plan rows)."""
     group, snapshot_id = generation["group_id"], generation["snapshot_id"]
     return build_plan(
@@ -75,7 +76,7 @@ def plan_of(lake: Lake, generation: dict[str, Any]) -> Plan:
 
 
 def build_plan(
-    generation: dict[str, Any],
+    generation: Mapping[str, Any],
     snapshot_rows: Sequence[dict[str, Any]],
     partition_rows: Sequence[dict[str, Any]],
     plan_rows: Sequence[dict[str, Any]],

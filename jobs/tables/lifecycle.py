@@ -10,25 +10,25 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from jobs.io.lake import Lake, rows_table
+from schemas.rows import Generation
 from schemas.status import GenerationStatus as S
 
 SETTLED_COLUMNS = ["status", "status_reason", "status_at"]
 
 
-def settle(lake: Lake, groups: Iterable[str], now: datetime) -> list[dict[str, Any]]:
+def settle(lake: Lake, groups: Iterable[str], now: datetime) -> list[Generation]:
     """Abandon and supersede what the groups' newer generations imply; returns the rows it changed.
 
     Abandoned: a candidate older than a published generation of its group (its run crashed or was stopped before
     publishing; a run still going that publishes later sets its status again). Superseded: an approved generation
     older than the group's newest approved one.
     """
-    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in lake.read_arrow("generations", [("group_id", "in", sorted(set(groups)))]).to_pylist():
+    by_group: dict[str, list[Generation]] = defaultdict(list)
+    for row in lake.generations([("group_id", "in", sorted(set(groups)))]):
         by_group[row["group_id"]].append(row)
-    changed = []
+    changed: list[Generation] = []
     for rows in by_group.values():
         published = [r for r in rows if r["status"] not in (S.CANDIDATE, None)]
         approved = [r for r in rows if r["status"] == S.APPROVED]
