@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.kernels.group_spec import group_spec
 from jobs.kernels.loads import choose
-from jobs.kernels.plan import Group, candidate, group_rows, group_spec
+from jobs.kernels.plan import Group, candidate, group_rows
 from jobs.steps.ingest import SnapshotColumns
 from planner.group import from_snapshot, frozen, java_key, parse_group
 from planner.plan_diff import member_diffs
