@@ -19,6 +19,10 @@ import pyarrow.compute as pc
 from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key, topic_uuids
 
 PAIR_COLUMNS = ("owned", "assignment", "target_assignment")  # the (topic, partition) list columns of `snapshots`
+BATCH_COLUMNS = (  # the columns of `snapshots` a batch reads
+    *("group_id", "member_id", "group_type", "kafka_generation", "group_instance_id", "rack", "topics"),
+    *PAIR_COLUMNS,
+)
 
 
 def group_spec(
@@ -49,7 +53,9 @@ class GroupBatch:
     """
 
     def __init__(self, members: pa.Table, counts: Mapping[str, int], *, held_in: Sequence[str] = ()) -> None:
-        self.rows = members.take(_member_order(members)).combine_chunks()
+        order = _member_order(members)
+        in_order = pc.all(pc.equal(order, pa.array(np.arange(len(order))))).as_py() is not False
+        self.rows = (members if in_order else members.take(order)).combine_chunks()  # sorted already: no copy
         self.names: list[str] = self.rows.column("member_id").to_pylist()
         self.starts, self.ends = bounds(self.rows.column("group_id"))
         self.group_of = np.repeat(np.arange(len(self.starts), dtype=np.int64), self.ends - self.starts)

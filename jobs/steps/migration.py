@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
-from jobs.kernels.group_spec import GroupBatch
+from jobs.kernels.group_spec import BATCH_COLUMNS, GroupBatch
 from jobs.steps.snapshot_docs import documents, run_generations, snapshot_rows
 from planner.errors import InputError
 from planner.group_protocol import group_type
@@ -64,8 +64,12 @@ def readiness_by_group(
     `jobs.steps.snapshot_docs`), by group id: the partition lists are read from the groups' snapshot `rows` as
     arrays, for all the groups at once."""
     classic = sorted(g for g, doc in docs.items() if group_type(doc) == "classic")
-    wanted = pc.is_in(rows.column("group_id"), value_set=pa.array(classic, pa.string()))
-    members = rows.filter(pc.and_(wanted, pc.not_equal(rows.column("member_id"), "")))
+    rows = rows.select(list(BATCH_COLUMNS))  # what the batch reads, not the rows' other texts, in its copies
+    wanted = pc.and_(
+        pc.is_in(rows.column("group_id"), value_set=pa.array(classic, pa.string())),
+        pc.not_equal(rows.column("member_id"), ""),
+    )
+    members = rows if pc.all(wanted).as_py() is not False else rows.filter(wanted)
     batch = GroupBatch(_upgraded(members), counts, held_in=("owned", "assignment"))
     today = _Today(batch)
     number = {batch.group_id(g): g for g in range(batch.groups)}
