@@ -34,7 +34,7 @@ server assignor's first target against today's assignment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ import numpy as np
 from planner.assignment import assign_arrays
 from planner.assignors import load, protocol_of
 from planner.errors import InputError
-from planner.group import from_snapshot, parse_group
+from planner.group import GroupSpec, from_snapshot, parse_group
 from planner.group_protocol import SERVER_STRATEGIES, group_type
 
 Policy = Literal["bidirectional", "upgrade", "downgrade", "disabled"]
@@ -82,6 +82,35 @@ class Readiness:
         return not self.blockers
 
 
+@dataclass(frozen=True)
+class Upgrade:
+    """A classic group as the coordinator converts it (ConsumerGroup.fromClassicGroup): every member's last
+    assignment becomes its current target; and who holds each partition today."""
+
+    group: GroupSpec  # the converted group: each member's claims are its assignment
+    owner: np.ndarray  # int64[P]: today's owner of each partition id of `group`, an index into `names` (-1: nobody)
+    names: Sequence[str]  # member ids by owner index
+    outside: tuple[Move, ...]  # pairs assigned today that name no partition of `group`: (topic, partition, owner, "")
+
+    def moves(self, server: str) -> tuple[Move, ...]:
+        """The server assignor's target against today's owners: (topic, partition, owner today, owner in the
+        target), "" standing for nobody, sorted by topic and partition. Compared as owner arrays over the group's
+        partitions (a million partitions in a fraction of a second); the pairs outside them have nobody in the
+        target."""
+        after = assign_arrays(SERVER_STRATEGIES[server], self.group).assignment
+        changed = np.flatnonzero(self.owner != after)
+        topic = self.group.topic_of(changed)
+        names = [*self.names, ""]  # id -1: nobody
+        inside = zip(
+            np.asarray(self.group.topics, dtype=object)[topic].tolist(),
+            (changed - self.group.topic_start[topic]).tolist(),
+            [names[i] for i in self.owner[changed].tolist()],
+            [names[i] for i in after[changed].tolist()],
+            strict=True,
+        )
+        return tuple(sorted([*inside, *self.outside], key=lambda move: (move[0], move[1])))
+
+
 def readiness(
     doc: Mapping[str, Any], *, policy: Policy = DEFAULT_POLICY, max_size: int = DEFAULT_MAX_SIZE
 ) -> Readiness:
@@ -89,13 +118,28 @@ def readiness(
     if group_type(doc) != "classic":
         raise InputError(f"group {doc.get('group_id')!r}: already a consumer group (KIP-848); nothing to migrate")
     members = list(doc.get("members") or [])
+    today = {(t, p): m["member_id"] for m in members for t, p in m.get("assignment") or []}
+    return assess(doc, len(today), lambda: _upgrade(doc, members, today), policy=policy, max_size=max_size)
+
+
+def assess(
+    doc: Mapping[str, Any],
+    partitions: int,
+    upgrade: Callable[[], Upgrade],
+    *,
+    policy: Policy = DEFAULT_POLICY,
+    max_size: int = DEFAULT_MAX_SIZE,
+) -> Readiness:
+    """Readiness of one classic group from its document's group and member fields (its partition lists are not
+    read), the count of `partitions` assigned today, and its `upgrade`, built only when a server assignor keeps
+    the client assignor's intent and the group has members."""
+    members = list(doc.get("members") or [])
     client = doc.get("protocol")
     server = SERVER_ASSIGNOR_FOR.get(client or "")
     blockers = _blockers(doc, members, client, server, policy, max_size)
     warnings = _warnings(doc, members, client, server)
-    today = {(t, p): m["member_id"] for m in members for t, p in m.get("assignment") or []}
-    moves = _moves(doc, members, server, today) if server and members else ()
-    return Readiness(doc["group_id"], client, server, tuple(blockers), tuple(warnings), len(today), moves)
+    moves = upgrade().moves(server) if server and members else ()
+    return Readiness(doc["group_id"], client, server, tuple(blockers), tuple(warnings), partitions, moves)
 
 
 def downgrade_readiness(
@@ -157,7 +201,8 @@ def _warnings(
             f"custom client assignor {client!r}: the consumer protocol runs server assignors only, "
             f"so its logic is lost{data}"
         )
-    preferred = {_rebalance_protocol(m["strategies"][0]) for m in members if m.get("strategies")}
+    firsts = {m["strategies"][0] for m in members if m.get("strategies")}  # each name loaded once, not per member
+    preferred = {_rebalance_protocol(strategy) for strategy in firsts}
     if {"eager", "cooperative"} <= preferred:  # KIP-429: cooperative only once every member prefers it
         out.append("members prefer both eager and cooperative assignors: finish the KIP-429 rolling upgrade first")
     racked = [m["member_id"] for m in members if m.get("rack")]
@@ -179,27 +224,19 @@ def _rebalance_protocol(strategy: str) -> str:
         return "eager"
 
 
-def _moves(
-    doc: Mapping[str, Any], members: list[Mapping[str, Any]], server: str, today: dict[tuple[str, int], str]
-) -> tuple[Move, ...]:
-    """The server assignor's target with today's assignment as the current target (ConsumerGroup.fromClassicGroup).
-
-    A move is (topic, partition, owner today, owner in the target); "" stands for nobody. Compared as owner arrays
-    over the group's partitions (a million partitions in a fraction of a second); a pair today names outside them
-    (a topic the group does not have, a partition past its count) has nobody in the target.
-    """
+def _upgrade(doc: Mapping[str, Any], members: list[Mapping[str, Any]], today: dict[tuple[str, int], str]) -> Upgrade:
+    """The document's group converted, with today's owners (`today`: partition -> member id) as owner indices."""
     upgraded = {
         **doc,
         "group_type": "consumer",
         "members": [{**m, "target_assignment": m.get("assignment") or []} for m in members],
     }
     group = parse_group(from_snapshot(upgraded))
-    after = assign_arrays(SERVER_STRATEGIES[server], group).assignment
     topic_id = {t: i for i, t in enumerate(group.topics)}
     names = list(group.members)
     member_id = {m: i for i, m in enumerate(names)}
     counts = np.diff(group.topic_start).tolist()
-    now = np.full(len(after), -1, dtype=np.int64)
+    now = np.full(group.num_partitions, -1, dtype=np.int64)
     outside = []
     for (t, p), owner in today.items():
         i = topic_id.get(t)
@@ -210,17 +247,7 @@ def _moves(
             member_id[owner] = len(names)
             names.append(owner)
         now[int(group.topic_start[i]) + p] = member_id[owner]
-    changed = np.flatnonzero(now != after)
-    topic = group.topic_of(changed)
-    names.append("")  # id -1: nobody
-    inside = zip(
-        np.asarray(group.topics, dtype=object)[topic].tolist(),
-        (changed - group.topic_start[topic]).tolist(),
-        [names[i] for i in now[changed].tolist()],
-        [names[i] for i in after[changed].tolist()],
-        strict=True,
-    )
-    return tuple(sorted([*inside, *outside], key=lambda move: (move[0], move[1])))
+    return Upgrade(group, now, names, tuple(outside))
 
 
 __all__ = [
@@ -229,6 +256,8 @@ __all__ = [
     "SERVER_ASSIGNOR_FOR",
     "Policy",
     "Readiness",
+    "Upgrade",
+    "assess",
     "downgrade_readiness",
     "readiness",
 ]

@@ -24,6 +24,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,13 @@ def _member(member_id: str, doc: Any, topics: Mapping[str, int], path: str) -> P
             raise PlanError(f"{path}.assignment.{topic}: the member does not subscribe to {topic!r}")
         if not isinstance(partitions, list):
             raise PlanError(f"{path}.assignment.{topic}: expected a list of partitions")
+        if (
+            partitions
+            and set(map(type, partitions)) == {int}
+            and 0 <= min(partitions) <= max(partitions) < topics[topic]
+        ):
+            assignment.extend(zip(repeat(topic), partitions))  # all valid, found in C-level passes
+            continue
         for i, p in enumerate(partitions):
             partition = _int(p, f"{path}.assignment.{topic}[{i}]", minimum=0)
             if partition >= topics[topic]:
@@ -192,6 +200,9 @@ def _check_coverage(members: Mapping[str, PlanMember], topics: Mapping[str, int]
     """Every partition of every planned topic has exactly one planned owner."""
     owner: dict[TopicPartition, str] = {}
     for m in members.values():
+        if owner.keys().isdisjoint(m.assignment) and len(set(m.assignment)) == len(m.assignment):
+            owner.update(zip(m.assignment, repeat(m.member_id)))  # none planned twice, found in C-level passes
+            continue
         for tp in m.assignment:
             if tp in owner:
                 raise PlanError(
@@ -199,6 +210,8 @@ def _check_coverage(members: Mapping[str, PlanMember], topics: Mapping[str, int]
                     f"{owner[tp]!r}"
                 )
             owner[tp] = m.member_id
+    if len(owner) == sum(topics.values()):  # every key names a partition of `topics`: each is planned
+        return
     for topic, count in topics.items():
         if missing := [p for p in range(count) if (topic, p) not in owner]:
             raise PlanError(f"{source}: topics.{topic}: partitions {missing} are planned for no member")

@@ -1,11 +1,11 @@
 """The plan kernel: each group's snapshot rows and load measurements in, every strategy's candidate out.
 
 Runs inside Spark's mapInArrow over rows hash-partitioned by group (`jobs.steps.plan`). Each group goes
-straight from Arrow arrays into the planner's dense-id form (`GroupSpec`): no Python object per partition, so a
-group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads of all its
-groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`, `partition_loads`), and
-returns only small rows: each candidate's `plan_metrics` and the path of each file written, which the step commits
-to Delta.
+straight from Arrow arrays into the planner's dense-id form (`jobs.kernels.group_spec`): no Python object per
+partition, so a group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads
+of all its groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`,
+`partition_loads`), and returns only small rows: each candidate's `plan_metrics` and the path of each file written,
+which the step commits to Delta.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
+from jobs.kernels.group_spec import group_spec, partition_ids
 from jobs.kernels.loads import Loads, choose
 from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
-from planner.group import DEFAULT_GENERATION, GroupSpec, frozen, java_key, topic_uuids
+from planner.group import GroupSpec, frozen
 from planner.load import load_bound
 from schemas.rows import PlanMetrics
 from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS, TOPIC_PARTITION
@@ -145,120 +146,6 @@ def build_group(
     )
     spec = dataclasses.replace(spec, partition_loads=frozen(loads.values))
     return Group(rows.column("group_id")[0].as_py(), rows.column("generation_id")[0].as_py(), spec, current, loads)
-
-
-def group_spec(
-    members: pa.Table, counts: Mapping[str, int], topic_ids: Mapping[str, str] | None = None
-) -> tuple[GroupSpec, np.ndarray]:
-    """Member rows of one snapshot group in the planner's form, and today's owner of each partition id.
-
-    Reads the rows as `planner.group.from_snapshot` reads a snapshot document: members and topics in Java String
-    order, the subscribed topics the snapshot knows, claims = `owned` when non-empty, else `assignment` (a
-    KIP-848 consumer group: the coordinator's `target_assignment`), the group's Kafka generation for every member.
-    """
-    ids = members.column("member_id").to_pylist()
-    members = members.take(sorted(range(len(ids)), key=lambda i: java_key(ids[i])))
-    names = members.column("member_id").to_pylist()
-    flat, parent = _flatten(_array(members, "topics"))
-    topics = tuple(sorted((t for t in pc.unique(flat).to_pylist() if t in counts), key=java_key))
-    topic_start = np.zeros(len(topics) + 1, dtype=np.int64)
-    np.cumsum([counts[t] for t in topics], out=topic_start[1:])
-    topic_id = pc.index_in(flat, value_set=pa.array(topics, pa.string()))
-    known = topic_id.is_valid().to_numpy(zero_copy_only=False)
-    subscriptions = _split(parent[known], topic_id.to_numpy(zero_copy_only=False)[known], len(names), len(topics))
-    unknown: list[set[str]] = [set() for _ in names]
-    for m, t in zip(parent[~known].tolist(), flat.filter(pa.array(~known)).to_pylist(), strict=True):
-        unknown[m].add(t)
-    claim_member, claim_partition = _claims(members, topics, topic_start)
-    order = np.lexsort((claim_partition, claim_member))
-    member_generation = pc.fill_null(members.column("kafka_generation"), DEFAULT_GENERATION).to_numpy(
-        zero_copy_only=False
-    )
-    held_by, held = _pairs(_array(members, "assignment"), topics, topic_start)
-    current = np.full(int(topic_start[-1]), -1, dtype=np.int32)
-    held, first = np.unique(held, return_index=True)  # listed twice (input the rules reject): the first member's
-    current[held] = held_by[first]
-    spec = GroupSpec(
-        topics=topics,
-        topic_start=frozen(topic_start),
-        members=tuple(names),
-        subscriptions=tuple(frozen(s) for s in subscriptions),
-        unknown_topics=tuple(tuple(sorted(u, key=java_key)) for u in unknown),
-        group_instance_ids=tuple(members.column("group_instance_id").to_pylist()),
-        racks=tuple(members.column("rack").to_pylist()),
-        generations=frozen(member_generation.astype(np.int64)),
-        claim_member=frozen(claim_member[order].astype(np.int32)),
-        claim_partition=frozen(claim_partition[order]),
-        partition_loads=None,
-        member_weights=None,
-        topic_uuids=topic_uuids({t: topic_ids[t] for t in topics}, topics)
-        if topic_ids and set(topics) <= set(topic_ids)
-        else None,
-    )
-    return spec, current
-
-
-def _claims(members: pa.Table, topics: tuple[str, ...], topic_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(member id, partition id) of each ownership claim, as `planner.group.from_snapshot` picks the claims."""
-    owned = pc.fill_null(pc.list_value_length(members.column("owned")), 0).to_numpy(zero_copy_only=False)
-    target = members.column("target_assignment")
-    consumer = pc.fill_null(pc.equal(members.column("group_type"), "consumer"), False)
-    use_target = pc.and_(consumer, pc.is_valid(target)).to_numpy(zero_copy_only=False)
-    choice = np.where(use_target, 2, np.where(owned > 0, 0, 1))
-    pieces = [
-        _pairs(_array(members, column), topics, topic_start, keep=choice == k)
-        for k, column in enumerate(("owned", "assignment", "target_assignment"))
-    ]
-    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
-
-
-def _pairs(
-    column: pa.Array, topics: tuple[str, ...], topic_start: np.ndarray, keep: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(member row, partition id) of each (topic, partition) in a list column that names an existing partition
-    ("filter out any topics that no longer exist", AbstractStickyAssignor), from the rows where `keep`."""
-    flat, parent = _flatten(column)
-    part = partition_ids(flat.field("topic"), flat.field("partition"), topics, topic_start)
-    valid = part >= 0
-    if keep is not None:
-        valid &= keep[parent]
-    return parent[valid], part[valid]
-
-
-def partition_ids(
-    topic: pa.Array | pa.ChunkedArray,
-    partition: pa.Array | pa.ChunkedArray,
-    topics: Sequence[str],
-    topic_start: np.ndarray,
-) -> np.ndarray:
-    """int64 partition id of each (topic, partition) pair; -1 where the topic or the partition does not exist."""
-    t = pc.fill_null(pc.index_in(topic, value_set=pa.array(topics, pa.string())), -1)
-    t = t.to_numpy(zero_copy_only=False).astype(np.int64)
-    p = pc.fill_null(partition, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    count = np.diff(topic_start)[np.maximum(t, 0)] if len(topics) else np.zeros(len(t), dtype=np.int64)
-    valid = (t >= 0) & (p >= 0) & (p < count)
-    return np.where(valid, topic_start[np.maximum(t, 0)] + p, -1)
-
-
-def _array(table: pa.Table, column: str) -> pa.Array:
-    """A column as one contiguous array (list offsets and parent indices then count from its first row)."""
-    return table.column(column).combine_chunks()
-
-
-def _flatten(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """A list column's values and, for each, the row it belongs to (null lists hold nothing)."""
-    return pc.list_flatten(column), pc.list_parent_indices(column).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _split(member: np.ndarray, topic: np.ndarray, members: int, topics: int) -> list[np.ndarray]:
-    """Each member's sorted, distinct topic ids from (member, topic id) pairs."""
-    key = np.sort(member.astype(np.int64) * max(topics, 1) + topic)
-    first = np.ones(len(key), dtype=bool)
-    first[1:] = key[1:] != key[:-1]  # sorted, then deduplicated: np.unique hashes, ~20x slower on 1M keys
-    key = key[first]
-    owner, ids = key // max(topics, 1), (key % max(topics, 1)).astype(np.int32)
-    bounds = np.searchsorted(owner, np.arange(members + 1))
-    return [ids[bounds[m] : bounds[m + 1]] for m in range(members)]
 
 
 def measured_loads(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:

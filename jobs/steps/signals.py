@@ -181,29 +181,40 @@ def _chosen_metrics(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, 
 
 def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Gini of member loads under each newest generation's chosen plan; members given nothing count as load 0."""
-    keys = pa.table(
-        {
-            "group_id": [g for g, row in newest.items() if row["chosen_strategy"]],
-            "generation_id": pa.array(
-                [row["generation_id"] for row in newest.values() if row["chosen_strategy"]], pa.int64()
-            ),
-            "strategy": [row["chosen_strategy"] for row in newest.values() if row["chosen_strategy"]],
-        }
-    )
-    if not keys.num_rows:
+    chosen = {group: row for group, row in newest.items() if row["chosen_strategy"]}
+    if not chosen:
         return {}
+    # Read with strings as dictionaries, and each row's group, generation and strategy matched by code: decoding a
+    # thousand groups' candidates of every night to strings took most of the step's time.
     plans = lake.read_arrow(
         "plans",
         [
-            ("generation_id", "in", keys.column("generation_id").to_pylist()),
-            ("strategy", "in", sorted(set(keys.column("strategy").to_pylist()))),
+            ("generation_id", "in", [row["generation_id"] for row in chosen.values()]),
+            ("strategy", "in", sorted({row["chosen_strategy"] for row in chosen.values()})),
         ],
         columns=("group_id", "generation_id", "strategy", "member", "weight"),
+        decode=False,
     )
-    plans = plans.join(keys, ["group_id", "generation_id", "strategy"], join_type="inner")
+    plans = plans.unify_dictionaries().combine_chunks()
+    if plans.num_rows:
+        group, strategy = plans["group_id"].chunk(0), plans["strategy"].chunk(0)
+        names, strategies = group.dictionary.to_pylist(), strategy.dictionary.to_pylist()
+        wanted = [chosen.get(name) for name in names]  # per group code: its newest generation, if chosen
+        generation = np.asarray([-1 if w is None else w["generation_id"] for w in wanted], dtype=np.int64)
+        code = {s: i for i, s in enumerate(strategies)}
+        chosen_code = np.asarray([-1 if w is None else code.get(w["chosen_strategy"], -1) for w in wanted])
+        g = group.indices.to_numpy(zero_copy_only=False)
+        mine = (plans["generation_id"].to_numpy() == generation[g]) & (
+            strategy.indices.to_numpy(zero_copy_only=False) == chosen_code[g]
+        )
+        plans = plans.filter(pa.array(mine))
+    plans = plans.select(["group_id", "member", "weight"]).cast(
+        pa.schema([("group_id", pa.string()), ("member", pa.string()), ("weight", pa.float64())])
+    )
     plans = plans.set_column(plans.schema.get_field_index("weight"), "weight", pc.fill_null(plans["weight"], 1.0))
     loads: dict[str, dict[str, float]] = defaultdict(dict)
-    for row in plans.group_by(["group_id", "member"]).aggregate([("weight", "sum")]).to_pylist():
+    summed = plans.group_by(["group_id", "member"], use_threads=False).aggregate([("weight", "sum")])  # in read order
+    for row in summed.to_pylist():
         if row["member"] is not None:
             loads[row["group_id"]][row["member"]] = row["weight_sum"]
     if not loads:

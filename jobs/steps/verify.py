@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.apply.matching import LiveMember, describe, match_members
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.apply.matching import LiveMember, Match, describe, match_members
 from jobs.apply.plan_file import Plan
 from jobs.context import RunContext, StepResult
-from jobs.io.lake import rows_table
-from jobs.tables.export import WAS_APPROVED, build_plan
+from jobs.io.lake import Lake, rows_table
+from jobs.kernels.group_spec import flatten
+from jobs.tables.export import WAS_APPROVED, build_plan, checked_plan, plan_inputs
 from jobs.terminal import short
 from planner.errors import InputError
 from schemas.tables import WHAT_IF_SOURCE
@@ -34,32 +39,33 @@ def run(
 
     A row per group verified (its generation, the verdict and how many partitions differ) and each verdict as text.
     Groups with no plan in force are skipped, unless `group` names one: then that is an InputError. Each table is
-    read once for all the groups.
+    read once for all the groups, and only the rows and columns the verdicts read become Python objects.
     """
     lake = ctx.lake
     verified_at = verified_at or datetime.now(UTC)
     if group is None:
         snapshot_id = snapshot_id or ctx.run_id
-        groups = sorted(set(lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)])["group_id"].to_pylist()))
-        history = lake.read_arrow("snapshots", [("group_id", "in", groups)]).to_pylist()
+        ids = lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id)], ["group_id"])["group_id"]
+        history = lake.read_arrow("snapshots", [("group_id", "in", sorted(set(ids.to_pylist())))], _HISTORY)
     else:
-        history = lake.read_arrow("snapshots", [("group_id", "in", [group])]).to_pylist()
-        if not history:
+        history = lake.read_arrow("snapshots", [("group_id", "in", [group])], _HISTORY)
+        if not history.num_rows:
             raise InputError(f"group: no snapshot of group {group!r} in the lake")
-        snapshot_id = snapshot_id or max((r["captured_at"], r["snapshot_id"]) for r in history)[1]
-    now: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in history:
-        if r["snapshot_id"] == snapshot_id:
-            now[r["group_id"]].append(r)
-    if group is not None and not now:
+        taken = zip(history["captured_at"].to_pylist(), history["snapshot_id"].to_pylist(), strict=True)
+        snapshot_id = snapshot_id or max(taken)[1]
+    current = history.filter(pc.equal(history["snapshot_id"], snapshot_id))
+    captured_at: dict[str, datetime] = {}  # group -> its snapshot's capture time
+    for group_id, at in zip(current["group_id"].to_pylist(), current["captured_at"].to_pylist(), strict=True):
+        captured_at.setdefault(group_id, at)
+    if group is not None and not captured_at:
         raise InputError(f"snapshot: group {group!r} is not in snapshot {snapshot_id!r}")
-    scenarios = {r["snapshot_id"] for r in history if r["source"] == WHAT_IF_SOURCE}
-    generations = lake.read_arrow("generations", [("group_id", "in", list(now))]).to_pylist()
+    scenarios = set(history.filter(pc.equal(history["source"], WHAT_IF_SOURCE))["snapshot_id"].to_pylist())
+    generations: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for g in lake.read_arrow("generations", [("group_id", "in", list(captured_at))]).to_pylist():
+        generations[g["group_id"]].append(g)
     in_force = {}
-    for group_id, rows in now.items():
-        generation = plan_in_force(
-            [g for g in generations if g["group_id"] == group_id], scenarios, snapshot_id, rows[0]["captured_at"]
-        )
+    for group_id, at in captured_at.items():
+        generation = plan_in_force(generations[group_id], scenarios, snapshot_id, at)
         if generation is not None:
             in_force[group_id] = generation
         elif group is not None:
@@ -68,24 +74,32 @@ def run(
             )
     if not in_force:
         return StepResult()
-    plans = lake.read_arrow("plans", [("generation_id", "in", sorted({g["generation_id"] for g in in_force.values()}))])
-    counts = lake.read_arrow(
-        "topic_partitions", [("snapshot_id", "in", sorted({g["snapshot_id"] for g in in_force.values()}))]
-    )
-    plan_rows, count_rows = plans.to_pylist(), counts.to_pylist()
-    results = []
-    for group_id, generation in sorted(in_force.items()):
-        plan = build_plan(generation, history, count_rows, plan_rows)
-        results.append(
-            {
-                "group_id": group_id,
-                "generation_id": generation["generation_id"],
-                "strategy": generation["chosen_strategy"],
-                **compare(plan, [r for r in now[group_id] if r["member_id"]]),
-                "snapshot_id": snapshot_id,
-                "state": now[group_id][0]["state"],
-            }
-        )
+    groups = [("group_id", "in", sorted(in_force))]
+    now = lake.read_arrow("snapshots", [("snapshot_id", "=", snapshot_id), *groups], _LIVE_MEMBER)
+    planned_from = sorted({g["snapshot_id"] for g in in_force.values()})
+    members = _by_group(lake.read_arrow("snapshots", [("snapshot_id", "in", planned_from), *groups], _PLANNED_MEMBER))
+    counts = _topic_counts(lake, planned_from)
+    rows = _chosen_plan_rows(lake, list(in_force.values()))
+    runs = _runs(rows)
+    plans = {
+        group_id: _plan(generation, members[group_id], counts[generation["snapshot_id"]], runs[group_id], rows)
+        for group_id, generation in sorted(in_force.items())
+    }
+    verdicts = compare(plans, now, rows)
+    state: dict[str, str] = {}  # group -> its state in the snapshot (its first row's)
+    for group_id, group_state in zip(now["group_id"].to_pylist(), now["state"].to_pylist(), strict=True):
+        state.setdefault(group_id, group_state)
+    results = [
+        {
+            "group_id": group_id,
+            "generation_id": generation["generation_id"],
+            "strategy": generation["chosen_strategy"],
+            **verdicts[group_id],
+            "snapshot_id": snapshot_id,
+            "state": state[group_id],
+        }
+        for group_id, generation in sorted(in_force.items())
+    ]
     detail_keys = ("snapshot_id", "state", "partitions", "unknown_members", "missing_members", "differing")
     with lake.lock():
         lake.update(
@@ -114,6 +128,97 @@ def run(
     )
 
 
+_HISTORY = ["snapshot_id", "group_id", "captured_at", "source"]  # finds a group's snapshot and its plan in force
+_LIVE_MEMBER = ["group_id", "member_id", "group_instance_id", "client_id", "assignment", "state"]  # what is judged
+_PLANNED_MEMBER = ["snapshot_id", "group_id", "member_id", "client_id", "group_instance_id", "topics"]  # a plan's
+_PAIR = ["group_id", "topic", "partition"]
+
+
+def _by_group(rows: pa.Table) -> dict[str, list[dict[str, Any]]]:
+    """Rows as dicts by group id, in the order read."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows.to_pylist():
+        out[r["group_id"]].append(r)
+    return out
+
+
+def _topic_counts(lake: Lake, snapshot_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per snapshot, the `topic_partitions` columns a plan reads, a row per topic (its last row read) rather than
+    per partition: every row of a topic holds the topic's count and id."""
+    columns = ["snapshot_id", "topic", "partition_count", "topic_id"]
+    rows = lake.read_arrow("topic_partitions", [("snapshot_id", "in", list(snapshot_ids))], columns)
+    snapshot, topic = _codes(rows["snapshot_id"])[0], _codes(rows["topic"])[0]
+    order = np.lexsort((np.arange(rows.num_rows), topic, snapshot))
+    last = np.ones(rows.num_rows, dtype=bool)  # the last row read of each (snapshot, topic)
+    last[:-1] = (snapshot[order][1:] != snapshot[order][:-1]) | (topic[order][1:] != topic[order][:-1])
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows.take(pa.array(order[last], pa.int64())).to_pylist():
+        out[r["snapshot_id"]].append(r)
+    return out
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """A column's values as int64 codes into its distinct values, and those values."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def _chosen_plan_rows(lake: Lake, generations: Sequence[dict[str, Any]]) -> pa.Table:
+    """The `plans` rows of each generation's chosen candidate, sorted by group, member, topic and partition."""
+    chosen = sorted(generations, key=lambda g: g["group_id"])  # one generation per group
+    groups = pa.array([g["group_id"] for g in chosen], pa.string())
+    terms = [
+        ("group_id", "in", groups.to_pylist()),
+        ("generation_id", "in", sorted({g["generation_id"] for g in chosen})),
+        ("strategy", "in", sorted({g["chosen_strategy"] for g in chosen if g["chosen_strategy"]})),
+    ]
+    rows = lake.read_arrow("plans", terms, ["generation_id", "group_id", "strategy", "topic", "partition", "member"])
+    at = pc.index_in(rows["group_id"], value_set=groups)
+    generation = pa.array([g["generation_id"] for g in chosen], pa.int64()).take(at)
+    strategy = pa.array([g["chosen_strategy"] for g in chosen], pa.string()).take(at)
+    mine = pc.and_(pc.equal(rows["generation_id"], generation), pc.equal(rows["strategy"], strategy))
+    rows = rows.filter(pc.fill_null(mine, False))
+    order = [(c, "ascending") for c in ("group_id", "member", "topic", "partition")]
+    return rows.take(pc.sort_indices(rows, order)).combine_chunks()
+
+
+Run = tuple[str, str, list[int]]  # a planned member, a topic, its partitions of the topic (ascending)
+
+
+def _runs(rows: pa.Table) -> dict[str, list[Run]]:
+    """group -> the runs of its sorted plan rows: each member's partitions topic by topic, in name order."""
+    change = np.zeros(max(rows.num_rows - 1, 0), dtype=bool)
+    for column in ("group_id", "member", "topic"):
+        code = pc.dictionary_encode(rows[column]).combine_chunks().indices.to_numpy()
+        change |= code[1:] != code[:-1]
+    starts = np.flatnonzero(np.concatenate([[rows.num_rows > 0], change]))
+    ends = np.append(starts[1:], rows.num_rows)
+    partitions = rows["partition"].to_numpy()
+    heads = rows.select(["group_id", "member", "topic"]).take(pa.array(starts, pa.int64())).to_pylist()
+    out: dict[str, list[Run]] = defaultdict(list)
+    for r, start, end in zip(heads, starts.tolist(), ends.tolist(), strict=True):
+        out[r["group_id"]].append((r["member"], r["topic"], partitions[start:end].tolist()))
+    return out
+
+
+def _plan(
+    generation: dict[str, Any],
+    member_rows: Sequence[dict[str, Any]],
+    count_rows: Sequence[dict[str, Any]],
+    runs: Sequence[Run],
+    rows: pa.Table,
+) -> Plan:
+    """`build_plan` of one generation, its members' assignments taken from the runs of its plan rows."""
+    members, counts, topic_ids = plan_inputs(generation, member_rows, count_rows)
+    assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
+    if any(member not in assignment for member, _, _ in runs):  # build_plan names the first partition given away
+        mine = rows.filter(pc.equal(rows["group_id"], generation["group_id"])).to_pylist()
+        return build_plan(generation, member_rows, count_rows, mine)
+    for member, topic, partitions in runs:
+        assignment[member][topic] = partitions
+    return checked_plan(generation, members, counts, topic_ids, assignment)
+
+
 def plan_in_force(
     generations: Sequence[dict[str, Any]], scenarios: set[str], snapshot_id: str, captured_at: datetime
 ) -> dict[str, Any] | None:
@@ -129,25 +234,84 @@ def plan_in_force(
     return max(candidates, key=lambda g: g["generation_id"]) if candidates else None
 
 
-def compare(plan: Plan, members: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The verdict of one group's snapshot rows against its plan, with the differing partitions."""
-    live = [LiveMember(m["member_id"], m["group_instance_id"], m["client_id"]) for m in members]
-    match = match_members(plan.members, live)
-    live_of = {planned: live_id for live_id, planned in match.planned.items()}
-    owner = {(tp["topic"], tp["partition"]): m["member_id"] for m in members for tp in m["assignment"]}
-    planned = plan.owners()
-    differing = [
-        {"topic": t, "partition": p, "planned": planned.get((t, p)), "owner": owner.get((t, p))}
-        for t, p in sorted(set(planned) | set(owner))
-        if (t, p) not in planned or owner.get((t, p)) is None or owner[(t, p)] != live_of.get(planned[(t, p)])
+def compare(plans: Mapping[str, Plan], now: pa.Table, planned: pa.Table) -> dict[str, dict[str, Any]]:
+    """The verdict of each group's snapshot rows (`now`) against its plan (`plans`; its partitions, the `planned`
+    rows), with the differing partitions: every group's partitions compared at once, as arrays of codes."""
+    now = now.filter(pc.not_equal(now["member_id"], ""))
+    live: dict[str, list[LiveMember]] = defaultdict(list)
+    for g, m, instance, client in zip(*(now[c].to_pylist() for c in _LIVE_MEMBER[:4]), strict=True):
+        live[g].append(LiveMember(m, instance, client))
+    matches = {g: match_members(plan.members, live[g]) for g, plan in plans.items()}
+    groups = sorted(plans)
+    values, parent = flatten(now["assignment"].combine_chunks())
+    owned = pa.table(
+        {
+            "group_id": now["group_id"].take(pa.array(parent)),
+            "topic": values.field("topic"),
+            "partition": values.field("partition"),
+            "member": now["member_id"].take(pa.array(parent)),
+        }
+    )
+    both = pa.concat_tables([planned.select(owned.column_names).cast(owned.schema), owned]).combine_chunks()
+    side = np.repeat([0, 1], [planned.num_rows, owned.num_rows])  # planned rows first, then owned ones
+    group = pc.index_in(both["group_id"], value_set=pa.array(groups, pa.string())).to_numpy().astype(np.int64)
+    topic, names = _codes(both["topic"])
+    rank = np.empty(len(names), dtype=np.int64)  # topics in name order
+    rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    topic, partition = rank[topic], both["partition"].to_numpy().astype(np.int64)
+    # Sorted by partition, then planned before owned, each side in the order read: a partition's last owned row
+    # is its owner (a later member listing it wins, as a dict of them keeps it).
+    order = np.lexsort((np.arange(len(side)), side, partition, topic, group))
+    key = [group[order], topic[order], partition[order]]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (key[0][1:] != key[0][:-1]) | (key[1][1:] != key[1][:-1]) | (key[2][1:] != key[2][:-1])
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = first[1:]
+    run = np.cumsum(first) - 1
+    planned_at = np.full(int(first.sum()), -1, dtype=np.int64)
+    owned_at = np.full(int(first.sum()), -1, dtype=np.int64)
+    is_planned = first & (side[order] == 0)  # a partition's one planned row comes first
+    planned_at[run[is_planned]] = order[is_planned]
+    is_owned = last & (side[order] == 1)  # and its last owned row last
+    owned_at[run[is_owned]] = order[is_owned]
+    expected = _expected(both.slice(0, planned.num_rows), group[: planned.num_rows], groups, matches)
+    planned_member = both["member"].take(pa.array(planned_at, mask=planned_at < 0))
+    owner = both["member"].take(pa.array(owned_at, mask=owned_at < 0))
+    wanted = expected.take(pa.array(planned_at, mask=planned_at < 0))
+    differ = pc.fill_null(pc.not_equal(owner, wanted), True).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(differ)
+    at = order[first][rows]  # a row of each differing partition, for its group, topic and partition
+    by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    columns = [
+        [groups[g] for g in group[at].tolist()],
+        both["topic"].take(pa.array(at)).to_pylist(),
+        partition[at].tolist(),
+        planned_member.take(pa.array(rows)).to_pylist(),
+        owner.take(pa.array(rows)).to_pylist(),
     ]
+    for g, t, p, planned_id, owner_id in zip(*columns, strict=True):
+        by_group[g].append({"topic": t, "partition": p, "planned": planned_id, "owner": owner_id})
+    partitions = np.bincount(group[: planned.num_rows], minlength=len(groups))
     return {
-        "verification": "drifted" if differing else "applied",
-        "partitions": len(planned),
-        "unknown_members": [describe(m) for m in match.unknown],
-        "missing_members": [describe(p) for p in match.missing],
-        "differing": differing,
+        g: {
+            "verification": "drifted" if by_group[g] else "applied",
+            "partitions": int(partitions[i]),
+            "unknown_members": [describe(m) for m in matches[g].unknown],
+            "missing_members": [describe(p) for p in matches[g].missing],
+            "differing": by_group[g],
+        }
+        for i, g in enumerate(groups)
     }
+
+
+def _expected(planned: pa.Table, group: np.ndarray, groups: Sequence[str], matches: Mapping[str, Match]) -> pa.Array:
+    """Per planned row, the live member matched to its planned member (null: none)."""
+    member, names = _codes(planned["member"])
+    pairs, index = np.unique(group * max(len(names), 1) + member, return_inverse=True)
+    live_of = [{p: m for m, p in matches[g].planned.items()} for g in groups]
+    width = max(len(names), 1)
+    live = [live_of[pair // width].get(names[pair % width]) for pair in pairs.tolist()]
+    return pa.array(live, pa.string()).take(pa.array(index.reshape(-1)))
 
 
 def format_verdict(result: dict[str, Any]) -> str:

@@ -84,10 +84,27 @@ def build_plan(
     """A generation's Plan from its snapshot's member rows, that snapshot's `topic_partitions` rows and the chosen
     candidate's `plans` rows (callers may pass wider row sets: only the generation's own rows are used)."""
     group, gid, strategy = generation["group_id"], generation["generation_id"], generation["chosen_strategy"]
-    snapshot_id = generation["snapshot_id"]
-    where = f"generation {gid} of group {group!r}"
-    if not strategy:
-        raise InputError(f"generation: {where} has no chosen candidate")
+    members, counts, topic_ids = plan_inputs(generation, snapshot_rows, partition_rows)
+    assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
+    mine = [r for r in plan_rows if (r["generation_id"], r["group_id"], r["strategy"]) == (gid, group, strategy)]
+    for r in sorted(mine, key=lambda r: (r["topic"], r["partition"])):
+        if r["member"] not in assignment:
+            raise InputError(
+                f"plans: {_where(generation)} gives {r['topic']}-{r['partition']} to {r['member']!r}, "
+                f"a member snapshot {generation['snapshot_id']!r} does not have"
+            )
+        assignment[r["member"]].setdefault(r["topic"], []).append(r["partition"])
+    return checked_plan(generation, members, counts, topic_ids, assignment)
+
+
+def plan_inputs(
+    generation: Mapping[str, Any], snapshot_rows: Sequence[dict[str, Any]], partition_rows: Sequence[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, int], dict[str, str | None]]:
+    """A generation's planned members (its snapshot's member rows), the partition count and topic id of each topic
+    they subscribe to; InputError when the generation has no chosen candidate."""
+    group, snapshot_id = generation["group_id"], generation["snapshot_id"]
+    if not generation["chosen_strategy"]:
+        raise InputError(f"generation: {_where(generation)} has no chosen candidate")
     members = [
         r for r in snapshot_rows if r["snapshot_id"] == snapshot_id and r["group_id"] == group and r["member_id"]
     ]
@@ -96,22 +113,25 @@ def build_plan(
     counts = {r["topic"]: r["partition_count"] for r in rows}
     # A broker-side assignor knows topics by id only: the plan carries them when the snapshot knew every one.
     topic_ids = {r["topic"]: r.get("topic_id") for r in rows}
-    assignment: dict[str, dict[str, list[int]]] = {m["member_id"]: {} for m in members}
-    mine = [r for r in plan_rows if (r["generation_id"], r["group_id"], r["strategy"]) == (gid, group, strategy)]
-    for r in sorted(mine, key=lambda r: (r["topic"], r["partition"])):
-        if r["member"] not in assignment:
-            raise InputError(
-                f"plans: {where} gives {r['topic']}-{r['partition']} to {r['member']!r}, "
-                f"a member snapshot {snapshot_id!r} does not have"
-            )
-        assignment[r["member"]].setdefault(r["topic"], []).append(r["partition"])
+    return members, counts, topic_ids
+
+
+def checked_plan(
+    generation: Mapping[str, Any],
+    members: Sequence[dict[str, Any]],
+    counts: dict[str, int],
+    topic_ids: dict[str, str | None],
+    assignment: dict[str, dict[str, list[int]]],
+) -> Plan:
+    """The plan document of a generation's members and their `assignment` (member -> topic -> partitions, topics
+    in name order), checked (`jobs.apply.plan_file.parse_plan`; InputError naming what is wrong)."""
     doc = {
         "format": FORMAT,
-        "group_id": group,
-        "generation_id": gid,
-        "strategy": strategy,
+        "group_id": generation["group_id"],
+        "generation_id": generation["generation_id"],
+        "strategy": generation["chosen_strategy"],
         "created_at": generation["created_at"].astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "snapshot_id": snapshot_id,
+        "snapshot_id": generation["snapshot_id"],
         "topics": dict(sorted(counts.items())),
         **({"topic_ids": dict(sorted(topic_ids.items()))} if topic_ids and all(topic_ids.values()) else {}),
         "members": {
@@ -125,6 +145,10 @@ def build_plan(
         },
     }
     try:
-        return parse_plan(doc, where)
+        return parse_plan(doc, _where(generation))
     except PlanError as e:
         raise InputError(str(e)) from None
+
+
+def _where(generation: Mapping[str, Any]) -> str:
+    return f"generation {generation['generation_id']} of group {generation['group_id']!r}"

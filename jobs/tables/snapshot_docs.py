@@ -1,90 +1,107 @@
-"""Snapshots as the lake holds them, rebuilt as snapshot-file documents (both group protocols' fields)."""
+"""Snapshots as the lake holds them, rebuilt as snapshot-file documents (both group protocols' fields), read in
+Arrow: a document holds its group's and members' fields, and a step reads the partition lists (`owned`,
+`assignment`, `target_assignment`) from the rows, as arrays, when it needs them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Mapping
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.io.lake import Lake
+from jobs.kernels.group_spec import bounds
 from schemas.tables import WHAT_IF_SOURCE
 
 _GROUP_FIELDS = ("state", "protocol_type", "protocol", "group_type", "state_reason", "server_assignor")
 _EPOCHS = ("group_epoch", "assignment_epoch")
-PAIR_COLUMNS = ("owned", "assignment", "target_assignment")
+_OPTIONAL = ("member_epoch", "subscription_user_data", "topic_regex", "assignment_user_data")  # kept when set
 
 
-def snapshot_documents(lake: Lake, snapshot_id: str, groups: set[str] | None = None) -> dict[str, dict[str, Any]]:
-    """group id -> document for every group of one snapshot (or the named ones), members sorted by id."""
+def snapshot_rows(lake: Lake, snapshot_id: str, groups: set[str] | None = None) -> tuple[pa.Table, dict[str, int]]:
+    """The `snapshots` rows of one snapshot (or of its named groups) sorted by group, then member id, and the
+    snapshot's partition count per topic."""
     terms = [("snapshot_id", "=", snapshot_id)] + ([("group_id", "in", sorted(groups))] if groups is not None else [])
-    rows = member_rows(lake.read_arrow("snapshots", terms))
+    rows = in_document_order(lake.read_arrow("snapshots", terms))
     partitions = lake.read_arrow("topic_partitions", [("snapshot_id", "=", snapshot_id)])
     topics = partitions.group_by("topic").aggregate([("partition_count", "max")])  # one count per topic
     counts = dict(zip(topics["topic"].to_pylist(), topics["partition_count_max"].to_pylist(), strict=True))
-    by_group: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_group.setdefault(r["group_id"], []).append(r)
-    return {g: document(members, counts) for g, members in sorted(by_group.items())}
+    return rows, counts
 
 
-def document(rows: Sequence[Mapping[str, Any]], counts: Mapping[str, int]) -> dict[str, Any]:
-    """One group's rows of one snapshot as a document; its topics are those its members subscribe to or hold."""
-    first = rows[0]
-    members = sorted((r for r in rows if r["member_id"]), key=lambda r: r["member_id"])
-    used = {t for m in members for t in m["topics"]}
-    used |= {t for m in members for field in ("assignment", "owned") for t, _ in m[field] or []}
-    doc: dict[str, Any] = {
-        "group_id": first["group_id"],
-        "snapshot_id": first["snapshot_id"],
-        "generation": first["kafka_generation"],
-        **{f: first[f] for f in _GROUP_FIELDS if first.get(f) is not None},
-        **{f: first[f] for f in _EPOCHS if first.get(f) is not None},
-        "topics": {t: counts[t] for t in sorted(used) if t in counts},
-        "members": [_member(m) for m in members],
+def in_document_order(rows: pa.Table) -> pa.Table:
+    """`snapshots` rows sorted by group, then member id (as Python orders text: Arrow sorts UTF-8 bytes, the same
+    order), the order of a document's members."""
+    return rows.take(pc.sort_indices(rows, [("group_id", "ascending"), ("member_id", "ascending")]))
+
+
+def snapshot_documents(lake: Lake, snapshot_id: str, groups: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    """group id -> document for every group of one snapshot (or the named ones), without partition lists."""
+    return documents(*snapshot_rows(lake, snapshot_id, groups))
+
+
+def documents(rows: pa.Table, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """group id -> document of each group of `rows` (sorted by group, then member id), without partition lists:
+    members sorted by id; the group's topics are those its members subscribe to or hold, with their counts."""
+    rows = rows.combine_chunks()
+    starts, ends = bounds(rows.column("group_id"))
+    heads = rows.select(["group_id", "snapshot_id", "kafka_generation", *_GROUP_FIELDS, *_EPOCHS]).take(starts)
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    is_member = pc.not_equal(rows.column("member_id"), "").to_numpy(zero_copy_only=False)
+    members = rows.filter(pa.array(is_member))
+    used = _used_topics(members, group_of[is_member], len(starts), counts)
+    by_group: list[list[dict[str, Any]]] = [[] for _ in starts]
+    for g, member in zip(group_of[is_member].tolist(), _members(members), strict=True):
+        by_group[g].append(member)
+    return {
+        first["group_id"]: {
+            "group_id": first["group_id"],
+            "snapshot_id": first["snapshot_id"],
+            "generation": first["kafka_generation"],
+            **{f: first[f] for f in _GROUP_FIELDS if first[f] is not None},
+            **{f: first[f] for f in _EPOCHS if first[f] is not None},
+            "topics": {t: counts[t] for t in sorted(topics)},
+            "members": group_members,
+        }
+        for first, topics, group_members in zip(heads.to_pylist(), used, by_group, strict=True)
     }
-    return doc
 
 
-def _member(row: Mapping[str, Any]) -> dict[str, Any]:
-    member = {
-        "member_id": row["member_id"],
-        "group_instance_id": row["group_instance_id"],
-        "rack": row["rack"],
-        "strategies": list(row["strategies"] or []),
-        "topics": list(row["topics"] or []),
-        "owned": row["owned"] or [],
-        "assignment": row["assignment"] or [],
-    }
-    for field in ("member_epoch", "subscription_user_data", "topic_regex", "assignment_user_data"):
-        if row.get(field) is not None:
-            member[field] = row[field]
-    if row.get("target_assignment") is not None:
-        member["target_assignment"] = row["target_assignment"]
-    return member
+def _members(rows: pa.Table) -> Iterator[dict[str, Any]]:
+    """Each member row's fields as a document's member has them, partition lists left out."""
+    optional = [f for f in _OPTIONAL if rows.column(f).null_count < rows.num_rows]  # a column of nulls: none set
+    names = ("member_id", "group_instance_id", "rack", "strategies", "topics", *optional)
+    for values in zip(*(rows.column(f).to_pylist() for f in names), strict=True):
+        member_id, instance, rack, strategies, topics, *extra = values
+        member = {
+            "member_id": member_id,
+            "group_instance_id": instance,
+            "rack": rack,
+            "strategies": strategies or [],
+            "topics": topics or [],
+        }
+        member.update((f, v) for f, v in zip(optional, extra, strict=True) if v is not None)
+        yield member
 
 
-def member_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """`snapshots` rows as dicts whose partition lists are [topic, partition] pairs, built from the Arrow columns
-    (a million-partition group would otherwise be millions of {topic, partition} dicts)."""
-    rows = table.drop_columns(list(PAIR_COLUMNS)).to_pylist()
-    for column in PAIR_COLUMNS:
-        for row, pairs in zip(rows, _pair_lists(table.column(column).combine_chunks()), strict=True):
-            row[column] = pairs
-    return cast("list[dict[str, Any]]", rows)
-
-
-def _pair_lists(column: pa.Array) -> list[list[list[Any]] | None]:
-    """Each row's list of (topic, partition) structs as [topic, partition] pairs (None for a null list)."""
-    flat = pc.list_flatten(column)
-    pairs = [list(p) for p in zip(flat.field("topic").to_pylist(), flat.field("partition").to_pylist(), strict=True)]
-    out: list[list[list[Any]] | None] = []
-    start = 0
-    for n in pc.list_value_length(column).to_pylist():
-        out.append(None if n is None else pairs[start : start + n])
-        start += n or 0
-    return out
+def _used_topics(members: pa.Table, group_of: np.ndarray, groups: int, counts: Mapping[str, int]) -> list[set[str]]:
+    """Per group, the topics of `counts` its members subscribe to or list in `assignment` or `owned`."""
+    pairs = []
+    for column in ("topics", "assignment", "owned"):
+        values = members.column(column).combine_chunks()
+        flat = pc.list_flatten(values)
+        parent = pc.list_parent_indices(values).to_numpy(zero_copy_only=False)
+        pairs.append(
+            pa.table({"group": group_of[parent], "topic": flat if column == "topics" else flat.field("topic")})
+        )
+    distinct = pa.concat_tables(pairs).group_by(["group", "topic"]).aggregate([])
+    used: list[set[str]] = [set() for _ in range(groups)]
+    for g, t in zip(distinct["group"].to_pylist(), distinct["topic"].to_pylist(), strict=True):
+        if t in counts:
+            used[g].add(t)
+    return used
 
 
 def previous_snapshot_ids(lake: Lake, groups: set[str], snapshot_id: str) -> dict[str, str]:

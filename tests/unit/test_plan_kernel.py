@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.kernels.candidates import Group, candidate, group_rows, group_spec
+from jobs.kernels.candidates import Group, candidate, group_rows
+from jobs.kernels.group_spec import group_spec
 from jobs.kernels.loads import choose
 from jobs.steps.ingest import SnapshotColumns
 from planner.group import from_snapshot, frozen, java_key, parse_group

@@ -273,3 +273,35 @@ def test_json_path_quotes_keys_that_are_not_printable():
     assert json_path(["members", 2, "owned", 0]) == "members[2].owned[0]"
     assert json_path(["topics", "a\x07", ""]) == "topics['a\\x07']['']"
     assert json_path([]) == "(document)"
+
+
+# --- the fast path of a JSON line ------------------------------------------------------------------------------
+
+_KEYS = st.sampled_from(['"a"', '"b"', '"a"', '"x:y"', '"é"', '"k\\"q"', '"\\u00e9"', '""'])
+_SCALARS = st.sampled_from(
+    ["1", "-0", "1.5", "-0.0", "1E2", "2.5e-400", "1e400", "-1e999", "NaN", "Infinity", "-Infinity", "true", "null"]
+    + ["123456789012345678901234567890", "9" * 40, '"s"', '"x:y"', '"é"', '" : "', '"a\\"b"', '"q\\\\"']
+    + ['"\\ud800"', '"\\ud83d\\ude00"', '"\\u0041"']
+)
+_SPACE = st.sampled_from(["", " ", "\t", " \r "])
+
+
+def _object_text(values: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    member = st.tuples(_KEYS, _SPACE, _SPACE, values).map(lambda m: f"{m[0]}{m[1]}:{m[2]}{m[3]}")
+    return st.lists(member, max_size=4).map(lambda members: "{" + ",".join(members) + "}")
+
+
+_VALUES = st.recursive(
+    _SCALARS, lambda inner: _object_text(inner) | st.lists(inner, max_size=3).map(lambda v: f"[{', '.join(v)}]")
+)
+
+
+@given(st.lists(_object_text(_VALUES), min_size=2, max_size=3))
+@settings(max_examples=150, deadline=None)
+def test_a_json_line_read_by_msgspec_is_the_document_json_reads(lines):
+    data = "\n".join(lines).encode()
+    fast = read(data, "g.jsonl")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("schemas.reader.msgspec", None)
+        slow = read(data, "g.jsonl")
+    assert fast == slow
