@@ -238,6 +238,12 @@ def old_compare(plan: Plan, members: Sequence[dict[str, Any]]) -> dict[str, Any]
 # --- the tests ---------------------------------------------------------------------------------------------------
 
 
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """A verdict as the step's result row carries it."""
+    kept = {k: result[k] for k in ("group_id", "generation_id", "verification")}
+    return kept | {"differing": len(result["differing"])}
+
+
 def context(lake: Lake, run_id: str) -> RunContext:
     return RunContext.create(Config(lake=str(lake.root)), run_id)
 
@@ -248,9 +254,10 @@ def test_verdicts_and_the_stored_detail_are_the_row_by_row_ones(lake: Lake, seed
     expected = old_verdicts(lake, "day2")
     at = datetime(2026, 11, 22, tzinfo=UTC)
     got = verify.run(context(lake, "day2"), verified_at=at)
-    assert got == expected
-    assert {r["verification"] for r in got} == {"applied", "drifted"}
-    assert any(r["unknown_members"] for r in got) and any(r["missing_members"] for r in got)
+    assert got.rows == tuple(summary(r) for r in expected)
+    assert got.text == "\n".join(verify.format_verdict(r) for r in expected)
+    assert {r["verification"] for r in expected} == {"applied", "drifted"}
+    assert any(r["unknown_members"] for r in expected) and any(r["missing_members"] for r in expected)
     stored = {r["group_id"]: r for r in lake.read_arrow("generations").to_pylist() if r["verified_at"] is not None}
     keys = ("snapshot_id", "state", "partitions", "unknown_members", "missing_members", "differing")
     assert {g: json.loads(r["verification_detail"]) for g, r in stored.items()} == {
@@ -258,7 +265,8 @@ def test_verdicts_and_the_stored_detail_are_the_row_by_row_ones(lake: Lake, seed
     }
     by_name = context(lake, "check")
     for r in expected:  # one group by name, its latest snapshot
-        assert verify.run(by_name, group=r["group_id"], verified_at=at) == [r]
+        one = verify.run(by_name, group=r["group_id"], verified_at=at)
+        assert one.rows == (summary(r),) and one.text == verify.format_verdict(r)
 
 
 @pytest.mark.parametrize(
