@@ -303,6 +303,8 @@ def untangle(builder: LoadBuilder) -> None:
     and the rest fill the remaining places, lowest ids first. Loads and counts stay as they are; only fewer
     partitions move (shed partitions re-placed, or equal loads such as unit loads, cross over easily)."""
     parts = np.flatnonzero((builder.owner >= 0) & (builder.owner != builder.previous))
+    if len(parts) == 0:
+        return  # nothing changed hands
     n = len(builder.load) + 1  # member ids, and n - 1 for "no previous owner"
     prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
     parts = parts[np.lexsort((parts, prev, builder.w[parts], builder.pclass[parts]))]

@@ -212,6 +212,20 @@ def test_bad_loads_and_options_are_rejected_by_name():
     assert load("cooperative-balanced-load").rebalance_protocol == "cooperative"
 
 
+def test_idle_partitions_that_stay_where_they_are_are_kept():
+    # Loads all 0: nothing changes hands, so there is nothing to untangle (this raised IndexError in untangle).
+    group = {
+        "topics": {"t0": 5},
+        "loads": {"t0": [0] * 5},
+        "members": {
+            "M0": {"topics": ["t0"], "owned": tps("t0p0", "t0p2", "t0p4"), "generation": 1},
+            "M1": {"topics": ["t0"], "owned": tps("t0p1", "t0p3"), "generation": 1},
+            "M2": {"topics": ["t0"]},
+        },
+    }
+    assert _balanced(group) == {"M0": tps("t0p0", "t0p2", "t0p4"), "M1": tps("t0p1", "t0p3"), "M2": []}
+
+
 def test_cooperative_partitions_of_a_member_that_left_move_at_once():
     group = {
         "topics": {"t0": 4},
