@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,25 +49,32 @@ class GroupShape:
 
 
 def sized_groups(path: Path, groups: int, captured_at: str, shape: GroupShape = GroupShape(), growth: int = 0) -> None:
-    """`groups` seeded groups of `shape` over 200 shared topics: members, some subscribed to fewer topics, today's
-    owners, static members, racks and committed offsets; the same seed gives the same file."""
+    """`sized_documents` as one snapshot file, a group per line; the same seed gives the same file."""
+    with path.open("w") as out:
+        for doc in sized_documents(groups, captured_at, shape, growth):
+            out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+
+
+def sized_documents(
+    groups: int, captured_at: str, shape: GroupShape = GroupShape(), growth: int = 0
+) -> Iterator[dict[str, object]]:
+    """`groups` seeded snapshot documents of `shape` over 200 shared topics: members, some subscribed to fewer
+    topics, today's owners, static members, racks and committed offsets (bench/balanced_load.py plans them too)."""
     rng = random.Random(shape.seed)
     counts = {f"topic-{k:03d}": rng.randint(*shape.partitions) for k in range(200)}
     names = sorted(counts)
-    with path.open("w") as out:
-        for g in range(groups):
-            topics = rng.sample(names, rng.randint(*shape.topics))
-            doc = {
-                "group_id": f"group-{g:04d}",
-                "captured_at": captured_at,
-                "state": "Stable",
-                "protocol": "cooperative-sticky",
-                "generation": 10 + g % 7,
-                "topics": {t: counts[t] for t in topics},
-                "members": group_members(g, topics, rng.randint(*shape.members), counts),
-                "offsets": group_offsets(g, topics, counts, growth),
-            }
-            out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    for g in range(groups):
+        topics = rng.sample(names, rng.randint(*shape.topics))
+        yield {
+            "group_id": f"group-{g:04d}",
+            "captured_at": captured_at,
+            "state": "Stable",
+            "protocol": "cooperative-sticky",
+            "generation": 10 + g % 7,
+            "topics": {t: counts[t] for t in topics},
+            "members": group_members(g, topics, rng.randint(*shape.members), counts),
+            "offsets": group_offsets(g, topics, counts, growth),
+        }
 
 
 def group_members(g: int, topics: list[str], n_members: int, counts: dict[str, int]) -> list[dict[str, object]]:

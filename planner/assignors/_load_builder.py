@@ -2,13 +2,17 @@
 each member's load, count and topic classes, the move budget spent, and the moves every phase makes through it.
 
 `LoadBuilder.keep` is the claim phase (every still-valid owner keeps its partitions); `move` keeps the tallies as
-partitions change hands; `parts_of`, `first_member` and `lightest` answer the phases' questions in MemberInfo order.
+partitions change hands; `parts_of`, `first_member`, `lightest` and `lightest_few` answer the phases' questions in
+MemberInfo order.
 `pick` chooses which of a member's partitions to release or hand over.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import neg
 from typing import Literal
 
 import numpy as np
@@ -20,6 +24,7 @@ from planner.load import assignable, max_load_bound, partition_weights, topic_cl
 
 MoveBudget = Literal["load", "partitions"]
 _SCANS = 32  # parts_of answers by a scan of owner[] (about 1 ms per million) before it builds the index
+_FEW = 64  # a move of at most this many partitions updates the tallies one by one (array calls cost more)
 
 
 @dataclass
@@ -52,6 +57,7 @@ class LoadBuilder:
     index: tuple[np.ndarray, np.ndarray] | None = None  # CSR of partitions per member (rebuilt after bulk phases)
     scans: int = 0  # parts_of calls answered by a scan since the index was dropped
     added: dict[int, list[int]] = field(default_factory=dict)  # partitions moved to a member since the CSR
+    held: dict[int, np.ndarray] = field(default_factory=dict)  # parts_of's answers, dropped as moves change them
 
     @classmethod
     def keep(
@@ -131,26 +137,51 @@ class LoadBuilder:
         """Whether `extra` more voluntary movement stays within the budget."""
         return self.spent + extra <= self.budget * (1 + 1e-12) + 1e-12
 
-    def move(self, parts: np.ndarray, to: np.ndarray) -> None:
+    def allows(self, parts: Sequence[int] | np.ndarray, to: Sequence[int] | np.ndarray | int) -> bool:
+        """Whether moving `parts` to `to` stays within the budget (always without one: nothing to sum)."""
+        return self.budget == np.inf or self.affordable(float(self.cost(np.asarray(parts), np.asarray(to)).sum()))
+
+    def move(self, parts: Sequence[int] | np.ndarray, to: Sequence[int] | np.ndarray) -> None:
         """Give `parts` to `to` (member ids, or -1 to release them into the pool), keeping the tallies."""
-        parts = np.asarray(parts, dtype=np.int64)
-        to = np.broadcast_to(np.asarray(to, dtype=np.int32), parts.shape)
+        if len(parts) > _FEW:
+            self._move_many(np.asarray(parts, dtype=np.int64), np.asarray(to, dtype=np.int32))
+            return
+        ps, ts = list(map(int, parts)), list(map(int, to))
+        if self.budget < np.inf:  # what was spent matters only against a budget
+            self.spent += float(self.cost(np.asarray(ps, dtype=np.int64), np.asarray(ts)).sum())
+        owner, load, count, holds = self.owner, self.load, self.count, self.holds
+        frm = [owner.item(p) for p in ps]
+        w, k = [self.w.item(p) for p in ps], [self.pclass.item(p) for p in ps]
+        # One partition at a time, releases first, in order: the sums np.add.at makes, in Python scalars (`item`
+        # and a store cost less than NumPy's scalar arithmetic, and far less than np.add.at on a few).
+        for members, sign in ((frm, -1), (ts, 1)):
+            for m, wp, kp in zip(members, w, k, strict=True):
+                if m >= 0:
+                    load[m] = load.item(m) + sign * wp
+                    count[m] = count.item(m) + sign
+                    holds[kp, m] = holds.item(kp, m) + sign
+        for p, m in zip(ps, ts, strict=True):
+            owner[p] = m
+            self.pool[p] = m < 0
+            if self.index is not None and m >= 0:
+                self.added.setdefault(m, []).append(p)
+        for m in frm + ts:
+            self.held.pop(m, None)
+
+    def _move_many(self, parts: np.ndarray, to: np.ndarray) -> None:
+        """`move` for many partitions: one tally per array."""
         self.spent += float(self.cost(parts, to).sum())
         n = len(self.load)
         frm = self.owner[parts]
         k = self.pclass[parts]
         for members, sign in ((frm, -1), (to, 1)):
             some = members >= 0
-            if len(parts) <= 64:  # a few: update in place; many: one tally per array
-                np.add.at(self.load, members[some], sign * self.w[parts][some])
-                np.add.at(self.count, members[some], sign)
-                np.add.at(self.holds, (k[some], members[some]), sign)
-                continue
             self.load += sign * np.bincount(members[some], weights=self.w[parts][some], minlength=n)
             self.count += sign * np.bincount(members[some], minlength=n)
             self.holds += sign * _tally(k[some], members[some], *self.holds.shape)
         self.owner[parts] = to
         self.pool[parts] = to < 0
+        self.held.clear()
         if self.index is not None:
             for p, m in zip(parts.tolist(), to.tolist(), strict=True):
                 if m >= 0:
@@ -159,21 +190,28 @@ class LoadBuilder:
     def drop_index(self) -> None:
         """Forget the per-member index before moving many partitions at once (it is rebuilt when needed)."""
         self.index, self.scans, self.added = None, 0, {}
+        self.held.clear()
 
     def parts_of(self, m: int) -> np.ndarray:
-        """Partitions member m holds now."""
+        """Partitions member m holds now, ascending (read-only: kept until a move changes them)."""
+        held = self.held.get(m)
+        if held is not None:
+            return held
         if self.index is None and self.scans < _SCANS:
             self.scans += 1
-            return np.flatnonzero(self.owner == m)
-        if self.index is None:
-            order = np.argsort(self.owner, kind="stable")
-            starts = np.searchsorted(self.owner[order], np.arange(len(self.load) + 1))
-            self.index, self.added = (order, starts), {}
-        order, starts = self.index
-        parts = order[starts[m] : starts[m + 1]]
-        if m in self.added:
-            parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
-        held: NDArray[np.int64] = parts[self.owner[parts] == m]
+            held = np.flatnonzero(self.owner == m)
+        else:
+            if self.index is None:
+                order = np.argsort(self.owner, kind="stable")
+                starts = np.searchsorted(self.owner[order], np.arange(len(self.load) + 1))
+                self.index, self.added = (order, starts), {}
+            order, starts = self.index
+            parts = order[starts[m] : starts[m + 1]]
+            if m in self.added:
+                parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
+            held = parts[self.owner[parts] == m]
+        held.flags.writeable = False
+        self.held[m] = held
         return held
 
     def first_member(self, members: np.ndarray, *keys: np.ndarray) -> int:
@@ -183,19 +221,22 @@ class LoadBuilder:
             return int(tied[np.argmin(self.rank[tied])])
         return int(members[np.lexsort((self.rank[members], *reversed(keys)))[0]])
 
-    def lightest(self, allowed: np.ndarray, n: int = 1) -> np.ndarray:
-        """Per row of allowed (bool[..., M]) the n least-loaded allowed members, ties by MemberInfo order; -1 where
-        a row allows fewer (no sort of all members: a partial selection in MemberInfo order)."""
-        loads = np.where(allowed[..., self.by_rank], self.load[self.by_rank], np.inf)
-        if n == 1:
-            j = np.argmin(loads, axis=-1)[..., None]
-        else:
-            k = min(n, loads.shape[-1])
-            j = np.argpartition(loads, k - 1, axis=-1)[..., :k] if k < loads.shape[-1] else np.indices(loads.shape)[-1]
-            picked = np.take_along_axis(loads, j, axis=-1)
-            j = np.take_along_axis(j, np.lexsort((j, picked), axis=-1), axis=-1)
-        found = np.isfinite(np.take_along_axis(loads, j, axis=-1))
-        return np.where(found, self.by_rank[j], -1)
+    def lightest(self, allowed: np.ndarray) -> np.ndarray:
+        """Per row of allowed (bool[K, M]) the least-loaded allowed member, ties by MemberInfo order; -1 where a row
+        allows none."""
+        loads = np.where(allowed[:, self.by_rank], self.load[self.by_rank], np.inf)
+        lightest: NDArray[np.int64] = np.where(np.isfinite(loads.min(axis=1)), self.by_rank[loads.argmin(axis=1)], -1)
+        return lightest
+
+    def lightest_few(self, allowed: np.ndarray, n: int) -> list[int]:
+        """The n least-loaded of the allowed members (bool[M]), lightest first, ties by MemberInfo order; fewer when
+        fewer are allowed (no sort of all members: a partial selection in MemberInfo order)."""
+        loads = np.where(allowed[self.by_rank], self.load[self.by_rank], np.inf)
+        k = min(n, len(loads))
+        j = np.argpartition(loads, k - 1)[:k] if k < len(loads) else np.arange(len(loads))
+        j = j[np.lexsort((j, loads[j]))]
+        few: list[int] = self.by_rank[j[np.isfinite(loads[j])]].tolist()
+        return few
 
 
 def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:
@@ -214,25 +255,30 @@ def _tally(k: np.ndarray, m: np.ndarray, n_classes: int, n_members: int) -> np.n
     return np.bincount(flat, minlength=n_classes * n_members).reshape(n_classes, n_members).astype(np.int64)
 
 
-def pick(w: np.ndarray, want: float, limit: float) -> np.ndarray:
+def pick(loads: list[float], want: float, limit: float) -> list[int]:
     """Which of these partitions (loads heaviest first) to release: at least `want` load when possible, at most
     `limit`, the least load, then the fewest partitions. Either the lightest single partition reaching `want`, or
-    the heaviest of those below `want` while they stay under it plus the lightest other one that closes the gap."""
-    usable = np.flatnonzero((w > 0) & (w <= limit))
-    if want <= 0 or len(usable) == 0:
-        return usable[:0]
-    ws = w[usable]
-    reaching = np.flatnonzero(ws >= want)
-    single = usable[reaching[-1:]]  # the lightest reaching partition (ties: the later, i.e. higher, id)
-    small = np.flatnonzero(ws < want)
-    sums = np.cumsum(ws[small])
-    j = int(np.searchsorted(sums, want, side="left"))
-    taken = small[:j]
-    got = float(sums[j - 1]) if j else 0.0
-    rest = np.setdiff1d(np.arange(len(ws)), taken, assume_unique=True)
-    closing = rest[(ws[rest] >= want - got) & (ws[rest] <= limit - got)]
-    if len(closing):
-        several: NDArray[np.int64] = usable[np.append(taken, closing[-1])]
-        if len(single) == 0 or w[several].sum() < w[single].sum():
+    the heaviest of those below `want` while they stay under it plus the lightest other one that closes the gap.
+
+    Positions in `loads`, found by binary search on the sorted loads (a walk only over the partitions taken): the
+    groups are small, and array calls cost more than these few steps.
+    """
+    lo = bisect_left(loads, -limit, key=neg)  # the usable ones, 0 < load <= limit: positions lo .. hi
+    hi = bisect_left(loads, 0.0, lo, key=neg)
+    if want <= 0 or lo == hi:
+        return []
+    reach = bisect_right(loads, -want, lo, hi, key=neg)  # lo .. reach reach `want` alone
+    got, end = 0.0, reach
+    while end < hi and got + loads[end] < want:  # the heaviest short ones while their sum stays below `want`
+        got += loads[end]
+        end += 1
+    # The closing one: the lightest other partition reaching want - got (the lightest reaching one when no short
+    # one is left to close with), if it stays within limit - got.
+    close = bisect_right(loads, -(want - got), end, hi, key=neg) - 1
+    if close < end:
+        close = reach - 1
+    if close >= lo and loads[close] <= limit - got:
+        several = [*range(reach, end), close]
+        if reach == lo or np.asarray([loads[i] for i in several]).sum() < loads[reach - 1]:  # NumPy's sum order
             return several
-    return single if len(single) else usable[taken]
+    return [reach - 1] if reach > lo else list(range(reach, end))  # the lightest reaching one (ties: higher id)

@@ -110,29 +110,58 @@ def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np
     parts = builder.parts_of(a)
     if len(parts) == 0:
         return None
-    ks = builder.pclass[parts]
-    present = np.unique(ks)
+    present = np.flatnonzero(builder.holds[:, a])  # the topic classes of a's partitions
     others = np.ones(len(builder.load), dtype=bool)
     others[a] = False
     if builder.count[a] > builder.count_lo[a]:
         receiver = np.full(len(builder.classes), -1, dtype=np.int64)
-        receiver[present] = builder.lightest(builder.eligible[present] & others & (builder.count < builder.count_hi))[
-            :, 0
-        ]
-        move = _best_move(builder, a, parts, receiver[ks], eps)
+        receiver[present] = builder.lightest(builder.eligible[present] & others & (builder.count < builder.count_hi))
+        move = _best_move(builder, a, parts, receiver[builder.pclass[parts]], eps)
         if move is not None:
             return move
-    takers = builder.lightest(builder.eligible[present].any(axis=0) & others, _DONORS)
-    takers = takers[takers >= 0].tolist()
+    takers = builder.lightest_few(builder.eligible[present].any(axis=0) & others, _DONORS)
     for b in takers:
+        if builder.load[a] - builder.load[b] < 2 * eps:
+            break  # a swap needs a gap of 2 x eps, and the takers come lightest first: the rest are closer still
         swap = _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
         if swap is not None:
             return swap
-    for b in takers:
+    for b in _chain_takers(builder, a, takers, eps):
         chain = _chain(builder, a, b, eps)
         if chain is not None:
             return chain
     return None
+
+
+def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -> list[int]:
+    """The takers a chain may pass through, in order: b must hold a q with lb + w(p) - w(q) <= la - eps for some p
+    that a may give (la - w(p) <= la - eps) and b may take, and the lightest third member eligible for q must carry
+    it within la - eps. The sums are those `_chain` makes, so no valid chain is passed over; most takers fail here,
+    all in one pass."""
+    if not takers or builder.count[a] <= builder.count_lo[a]:
+        return []
+    la = float(builder.load[a])
+    top = la - eps
+    mine = builder.parts_of(a)
+    w_mine = builder.w[mine]
+    gives = (w_mine > 0) & (la - w_mine <= top)
+    lightest = np.full(len(builder.classes), np.inf)  # per class, the lightest partition a may give
+    np.minimum.at(lightest, builder.pclass[mine[gives]], w_mine[gives])
+    to = np.asarray(takers)
+    wp = np.where(builder.eligible[:, to], lightest[:, None], np.inf).min(axis=0)  # per taker
+    # Per class, the two lightest members that may take more (a aside): the lightest but b, for each taker b.
+    loads = np.where(builder.eligible & (builder.count < builder.count_hi), builder.load, np.inf)
+    loads[:, a] = np.inf
+    two = np.argpartition(loads, 1, axis=1)[:, :2]
+    two_loads = np.take_along_axis(loads, two, axis=1)
+    least = np.where(to[:, None] == two[:, 0], two_loads[:, 1], two_loads[:, 0])  # [taker, class]
+    held = [builder.parts_of(b) for b in takers]
+    of = np.repeat(np.arange(len(takers)), [len(h) for h in held])
+    theirs = np.concatenate(held)
+    wq = builder.w[theirs]
+    fits = (wq > 0) & ((builder.load[to] + wp)[of] - wq <= top) & (least[of, builder.pclass[theirs]] + wq <= top)
+    chained: list[int] = to[np.bincount(of[fits], minlength=len(takers)) > 0].tolist()
+    return chained
 
 
 def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -156,29 +185,27 @@ def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np
 def _best_move(
     builder: LoadBuilder, a: int, parts: np.ndarray, to: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Among a's partitions and their receivers: the load nearest half the pair's gap, moving the receiver to at
-    most a's load minus eps (so the pair's max falls); ties by partition id. When that partition covers less than
-    half the gap by more than eps, several go to the same receiver at once (`pick` towards half the gap, at most
-    the gap minus eps): the same outcome as that many single moves, in one step."""
-    ok = to >= 0
-    parts, to = parts[ok], to[ok]
+    """Among a's partitions (ascending) and their receivers (-1: none): the load nearest half the pair's gap,
+    moving the receiver to at most a's load minus eps (so the pair's max falls); ties by partition id. When that
+    partition covers less than half the gap by more than eps, several go to the same receiver at once (`pick`
+    towards half the gap, at most the gap minus eps): the same outcome as that many single moves, in one step."""
     w = builder.w[parts]
     gap = builder.load[a] - builder.load[to]
-    fine = (w > 0) & (w <= gap - eps)
+    fine = (to >= 0) & (w > 0) & (w <= gap - eps)
     if builder.budget < np.inf:
         fine &= builder.spent + builder.cost(parts, to) <= builder.budget
-    if not fine.any():
+    distance = np.where(fine, np.abs(w - gap / 2), np.inf)
+    i = int(distance.argmin())  # the first of the nearest: the lowest partition id
+    if distance[i] == np.inf:
         return None
-    parts, to, w, gap = parts[fine], to[fine], w[fine], gap[fine]
-    i = int(np.lexsort((parts, np.abs(w - gap / 2)))[0])
     b, half = int(to[i]), float(gap[i]) / 2
     room = min(int(builder.count[a] - builder.count_lo[a]), builder.count_hi - int(builder.count[b]))
     if w[i] >= half - eps or room < 2:
         return parts[i : i + 1], to[i : i + 1]
-    same = parts[to == b]
+    same = parts[fine & (to == b)]
     same = same[np.lexsort((same, -builder.w[same]))]
-    several = same[pick(builder.w[same], half, 2 * half - eps)][:room]
-    if len(several) < 2 or not builder.affordable(float(builder.cost(several, b).sum())):
+    several = same[pick(builder.w[same].tolist(), half, 2 * half - eps)][:room]
+    if len(several) < 2 or not builder.allows(several, b):
         return parts[i : i + 1], to[i : i + 1]
     return several, np.full(len(several), b)
 
@@ -269,7 +296,7 @@ def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray
     third[[a, b]] = False
     present = np.unique(builder.pclass[theirs])
     onward = np.full(len(builder.classes), -1, dtype=np.int64)
-    onward[present] = builder.lightest(builder.eligible[present] & third)[:, 0]
+    onward[present] = builder.lightest(builder.eligible[present] & third)
     c = onward[builder.pclass[theirs]]
     theirs, c = theirs[c >= 0], c[c >= 0]
     if len(theirs) == 0:
@@ -303,6 +330,8 @@ def untangle(builder: LoadBuilder) -> None:
     and the rest fill the remaining places, lowest ids first. Loads and counts stay as they are; only fewer
     partitions move (shed partitions re-placed, or equal loads such as unit loads, cross over easily)."""
     parts = np.flatnonzero((builder.owner >= 0) & (builder.owner != builder.previous))
+    if len(parts) == 0:
+        return  # nothing changed hands
     n = len(builder.load) + 1  # member ids, and n - 1 for "no previous owner"
     prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
     parts = parts[np.lexsort((parts, prev, builder.w[parts], builder.pclass[parts]))]

@@ -173,14 +173,12 @@ def _pin_heavy(builder: LoadBuilder) -> None:
         free = subscribers[builder.pinned[subscribers] < 0]
         if len(free) == 0:
             if held_by < 0:
-                builder.move(
-                    np.asarray([p]), np.asarray([builder.first_member(subscribers, builder.load[subscribers])])
-                )
+                builder.move([p], [builder.first_member(subscribers, builder.load[subscribers])])
             continue
         to = builder.first_member(free, builder.load[free])
-        if held_by >= 0 and not builder.affordable(float(builder.cost(np.asarray([p]), to)[0])):
+        if held_by >= 0 and not builder.allows([p], to):
             continue
-        builder.move(np.asarray([p]), np.asarray([to]))
+        builder.move([p], [to])
         builder.pinned[to] = p
 
 
@@ -244,15 +242,18 @@ def _release(builder: LoadBuilder, members: np.ndarray, wants: np.ndarray) -> No
     if len(members) == 0:
         return
     mine, spans = _holdings(builder, members)
-    for i, (m, (start, end)) in enumerate(zip(members.tolist(), spans.tolist(), strict=True)):
-        parts = mine[start:end]
-        parts = parts[parts != builder.pinned[m]]
-        chosen = parts[pick(builder.w[parts], float(wants[i]), np.inf)]
-        if len(chosen) == 0:
+    ids, loads, pinned = mine.tolist(), builder.w[mine].tolist(), builder.pinned.tolist()
+    for m, want, (start, end) in zip(members.tolist(), wants.tolist(), spans.tolist(), strict=True):
+        parts, w = ids[start:end], loads[start:end]
+        if pinned[m] in parts:
+            at = parts.index(pinned[m])
+            del parts[at], w[at]
+        chosen = [parts[i] for i in pick(w, want, np.inf)]
+        if not chosen:
             continue
-        if not builder.affordable(float(builder.cost(chosen, -1).sum())):
+        if not builder.allows(chosen, -1):
             return
-        builder.move(chosen, np.full(len(chosen), -1))
+        builder.move(chosen, [-1] * len(chosen))
 
 
 def _shed(builder: LoadBuilder) -> None:
@@ -267,8 +268,8 @@ def _shed(builder: LoadBuilder) -> None:
         mine, spans = _holdings(builder, over)
         for m, end in zip(over.tolist(), spans[:, 1].tolist(), strict=True):
             parts = mine[end - int(builder.count[m] - builder.count_hi) : end]
-            if builder.affordable(float(builder.cost(parts, -1).sum())):
-                builder.move(parts, np.full(len(parts), -1))
+            if builder.allows(parts, -1):
+                builder.move(parts, [-1] * len(parts))
 
 
 def _pull(builder: LoadBuilder) -> None:
@@ -283,18 +284,23 @@ def _pull(builder: LoadBuilder) -> None:
     donors = np.flatnonzero((surplus > 0) & (builder.pinned < 0))
     donors = donors[np.lexsort((builder.rank[donors], -surplus[donors]))]
     mine, spans = _holdings(builder, donors)
+    loads, kinds = builder.w[mine], builder.pclass[mine]
     needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
     need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0)
+    takes = builder.eligible[:, needy]  # per class, which needy members may take it
+    wanted: NDArray[np.bool_] = np.any(takes[:, need > 0], axis=1)  # per class; they change only as members take
+    total, everything = float(need.sum()), bool(wanted.all())
     for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
-        wanted: NDArray[np.bool_] = np.any(builder.eligible[:, needy[need > 0]], axis=1)  # per class
-        if not wanted.any():
+        if not everything and not wanted.any():
             return
-        parts = mine[start:end]
-        parts = parts[wanted[builder.pclass[parts]]]
-        give = min(float(surplus[a]), float(need.sum()))
+        parts, w = mine[start:end], loads[start:end]
+        if not everything:
+            offered = wanted[kinds[start:end]]
+            parts, w = parts[offered], w[offered]
+        give = min(float(surplus[a]), total)
         chosen, to = [], []
-        for p in parts[pick(builder.w[parts], give, give + builder.eps)].tolist():
-            ok = np.where((need > 0) & builder.eligible[builder.pclass[p], needy], need, -np.inf)
+        for p in parts[pick(w.tolist(), give, give + builder.eps)].tolist():
+            ok = np.where((need > 0) & takes[builder.pclass[p]], need, -np.inf)
             i = int(np.argmax(ok))
             if ok[i] == -np.inf:
                 continue
@@ -303,9 +309,11 @@ def _pull(builder: LoadBuilder) -> None:
             need[i] -= builder.w[p]
         if not chosen:
             continue
-        if not builder.affordable(float(builder.cost(np.asarray(chosen), np.asarray(to)).sum())):
+        if not builder.allows(chosen, to):
             return
-        builder.move(np.asarray(chosen), np.asarray(to))
+        builder.move(chosen, to)
+        wanted = np.any(takes[:, need > 0], axis=1)
+        total, everything = float(need.sum()), bool(wanted.all())
 
 
 def _place(builder: LoadBuilder) -> None:

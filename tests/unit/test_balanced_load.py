@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 
 import numpy as np
 import pytest
+from balanced_load_reference import CASES, REFERENCE, case, owner_digest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -210,6 +212,20 @@ def test_bad_loads_and_options_are_rejected_by_name():
         BalancedLoadAssignor(move_budget="bytes")  # type: ignore[arg-type]
     assert load("balanced-load").name == "balanced-load"
     assert load("cooperative-balanced-load").rebalance_protocol == "cooperative"
+
+
+def test_idle_partitions_that_stay_where_they_are_are_kept():
+    # Loads all 0: nothing changes hands, so there is nothing to untangle (this raised IndexError in untangle).
+    group = {
+        "topics": {"t0": 5},
+        "loads": {"t0": [0] * 5},
+        "members": {
+            "M0": {"topics": ["t0"], "owned": tps("t0p0", "t0p2", "t0p4"), "generation": 1},
+            "M1": {"topics": ["t0"], "owned": tps("t0p1", "t0p3"), "generation": 1},
+            "M2": {"topics": ["t0"]},
+        },
+    }
+    assert _balanced(group) == {"M0": tps("t0p0", "t0p2", "t0p4"), "M1": tps("t0p1", "t0p3"), "M2": []}
 
 
 def test_cooperative_partitions_of_a_member_that_left_move_at_once():
@@ -472,3 +488,18 @@ def test_at_the_bound_never_worse_than_sticky_and_a_join_moves_one_share(doc: di
     assert max_mean_load(joined, after) <= max(1.05, load_bound(joined) + 1e-9)
     if w.max() / w.sum() <= share / 4:
         assert load_moved(joined, after) <= share + w.max() / w.sum() + 1e-9
+
+
+# Recorded outputs (tests/unit/balanced_load_reference.py): a change made for speed must not change one decision.
+
+
+def _digest(seed: int) -> str:
+    spec, options = case(seed)
+    return owner_digest(balanced_load_assign(spec, **options))
+
+
+def test_reproduces_the_recorded_outputs_on_seeded_random_groups():
+    recorded = json.loads(REFERENCE.read_text(encoding="utf-8"))["owner_sha256_16"]
+    assert len(recorded) == CASES
+    differ = [seed for seed in range(CASES) if _digest(seed) != recorded[seed]]
+    assert differ == [], f"{len(differ)} of {CASES} cases differ, the first: {differ[:10]}"
