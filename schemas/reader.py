@@ -268,8 +268,9 @@ def _plain_object(data: bytes) -> dict[str, Any] | None:
     """The JSON object `data` holds when msgspec reads it as `_Decoder` would, marking nothing; else None, and
     `_Decoder` reads it (and names what it refuses). That is when it holds no escape (so no lone surrogate), no
     digit run too long for a Kafka integer, no number beyond a double (`_finite`: the value `_Decoder` makes), no
-    NaN or Infinity (not JSON to msgspec) and no repeated key: every key of the text is a key of the object, and
-    without escapes a key ends at the only `"` before its colon, in the text and in msgspec's compact encoding."""
+    NaN or Infinity (not JSON to msgspec) and no repeated key: the text is the object's compact encoding, or each
+    key of the text is a key of the object (without escapes a key ends at the only `"` before its colon, in the
+    text and in the encoding)."""
     if msgspec is None or b"\\" in data or _LONG_DIGIT_RUN in data.translate(_DIGITS_AS_ZERO):
         return None
     try:
@@ -278,9 +279,12 @@ def _plain_object(data: bytes) -> dict[str, Any] | None:
         return None
     if not isinstance(doc, dict):
         return None
+    compact = msgspec.json.encode(doc)
+    if compact == data:  # written compact (json.dumps' separators=(",", ":"), msgspec): every key is in `doc`
+        return doc
     spaced = any(end in data for end in _SPACED_QUOTES)  # a quote then whitespace: look for spaced key ends
     keys = data.count(b'":') + (len(_SPACED_KEY_END.findall(data)) if spaced else 0)
-    return doc if keys == msgspec.json.encode(doc).count(b'":') else None
+    return doc if keys == compact.count(b'":') else None
 
 
 def _finite(text: str) -> float:

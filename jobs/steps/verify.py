@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +25,7 @@ from jobs.apply.matching import LiveMember, Match, describe, match_members
 from jobs.apply.plan_file import Plan
 from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake, rows_table
-from jobs.kernels.group_spec import flatten
+from jobs.kernels.group_spec import bounds, flatten
 from jobs.tables.export import WAS_APPROVED, build_plan, checked_plan, plan_inputs
 from jobs.terminal import short
 from planner.errors import InputError
@@ -80,12 +80,12 @@ def run(
     members = _by_group(lake.read_arrow("snapshots", [("snapshot_id", "in", planned_from), *groups], _PLANNED_MEMBER))
     counts = _topic_counts(lake, planned_from)
     rows = _chosen_plan_rows(lake, list(in_force.values()))
-    runs = _runs(rows)
-    plans = {
-        group_id: _plan(generation, members[group_id], counts[generation["snapshot_id"]], runs[group_id], rows)
-        for group_id, generation in sorted(in_force.items())
-    }
-    verdicts = compare(plans, now, rows)
+    now = now.take(pc.sort_indices(now, [("group_id", "ascending")]))  # stable: a group's rows in the order read
+    verdicts: dict[str, dict[str, Any]] = {}
+    for chunk, planned, live in _chunks(sorted(in_force), rows, now):  # a chunk's plans held at a time, not all
+        runs = _runs(planned)
+        plans = {g: _plan(in_force[g], members[g], counts[in_force[g]["snapshot_id"]], runs[g], planned) for g in chunk}
+        verdicts |= compare(plans, live, planned)
     state: dict[str, str] = {}  # group -> its state in the snapshot (its first row's)
     for group_id, group_state in zip(now["group_id"].to_pylist(), now["state"].to_pylist(), strict=True):
         state.setdefault(group_id, group_state)
@@ -164,22 +164,85 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
 
 
 def _chosen_plan_rows(lake: Lake, generations: Sequence[dict[str, Any]]) -> pa.Table:
-    """The `plans` rows of each generation's chosen candidate, sorted by group, member, topic and partition."""
-    chosen = sorted(generations, key=lambda g: g["group_id"])  # one generation per group
-    groups = pa.array([g["group_id"] for g in chosen], pa.string())
+    """The `plans` rows of each generation's chosen candidate, sorted by group, member, topic and partition.
+
+    Read with strings as dictionaries and each batch's rows matched to their group's generation and strategy by
+    code, then sorted by code: a filter, join or sort on the strings of every candidate of 10,000 groups (20M
+    rows) took 14 s and 3 GB.
+    """
+    chosen = {g["group_id"]: g for g in generations}
     terms = [
-        ("group_id", "in", groups.to_pylist()),
-        ("generation_id", "in", sorted({g["generation_id"] for g in chosen})),
-        ("strategy", "in", sorted({g["chosen_strategy"] for g in chosen if g["chosen_strategy"]})),
+        ("generation_id", "in", sorted({g["generation_id"] for g in generations})),
+        ("strategy", "in", sorted({g["chosen_strategy"] for g in generations if g["chosen_strategy"]})),
     ]
-    rows = lake.read_arrow("plans", terms, ["generation_id", "group_id", "strategy", "topic", "partition", "member"])
-    at = pc.index_in(rows["group_id"], value_set=groups)
-    generation = pa.array([g["generation_id"] for g in chosen], pa.int64()).take(at)
-    strategy = pa.array([g["chosen_strategy"] for g in chosen], pa.string()).take(at)
-    mine = pc.and_(pc.equal(rows["generation_id"], generation), pc.equal(rows["strategy"], strategy))
-    rows = rows.filter(pc.fill_null(mine, False))
-    order = [(c, "ascending") for c in ("group_id", "member", "topic", "partition")]
-    return rows.take(pc.sort_indices(rows, order)).combine_chunks()
+    columns = ["generation_id", "group_id", "strategy", "topic", "partition", "member"]
+    read = lake.read_arrow("plans", terms, columns, decode=False)
+    rows = pa.Table.from_batches([_decoded(_mine(batch, chosen)) for batch in read.to_batches()], _plain(read.schema))
+    del read
+    group, groups = _codes(rows["group_id"])
+    member = _codes(rows["member"])[0]
+    topic, topics = _codes(rows["topic"])
+    order = np.lexsort((rows["partition"].to_numpy(), _rank(topics)[topic], member, _rank(groups)[group]))
+    return rows.take(pa.array(order, pa.int64())).combine_chunks()
+
+
+def _mine(batch: pa.RecordBatch, chosen: Mapping[str, dict[str, Any]]) -> pa.RecordBatch:
+    """The rows of a batch (strings as dictionaries) of their group's chosen generation and strategy."""
+    group, strategy = batch.column("group_id"), batch.column("strategy")
+    wanted = [chosen.get(name) for name in group.dictionary.to_pylist()]
+    generation = np.asarray([-1 if w is None else w["generation_id"] for w in wanted], dtype=np.int64)
+    index = {s: i for i, s in enumerate(strategy.dictionary.to_pylist())}
+    code = np.asarray([-1 if w is None else index.get(w["chosen_strategy"], -1) for w in wanted], dtype=np.int64)
+    g = group.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    s = strategy.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return batch.filter(pa.array((batch.column("generation_id").to_numpy() == generation[g]) & (s == code[g])))
+
+
+def _rank(values: list[str]) -> np.ndarray:
+    """The rank of each value in name order (as Python and Arrow order strings)."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[sorted(range(len(values)), key=values.__getitem__)] = np.arange(len(values))
+    return rank
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """The schema with dictionary columns as plain strings."""
+    return pa.schema([f.with_type(pa.string()) if pa.types.is_dictionary(f.type) else f for f in schema])
+
+
+def _decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch with its dictionary columns as plain strings."""
+    return batch.cast(_plain(batch.schema))
+
+
+CHUNK_ROWS = 1 << 20  # plan rows compared at a time: a fleet of 5M partitions is judged in a few hundred MB
+
+
+def _chunks(groups: Sequence[str], planned: pa.Table, now: pa.Table) -> Iterator[tuple[list[str], pa.Table, pa.Table]]:
+    """The groups (sorted) in runs of about CHUNK_ROWS plan rows, each run with its plan rows and snapshot rows
+    (slices of rows sorted by group, which hold these groups only)."""
+    plan_at, live_at = _group_rows(planned), _group_rows(now)
+    chunk: list[str] = []
+    size = 0
+    for g in groups:
+        chunk.append(g)
+        size += plan_at.get(g, (0, 0))[1] - plan_at.get(g, (0, 0))[0]
+        if size >= CHUNK_ROWS or g == groups[-1]:
+            yield chunk, _rows_of(planned, plan_at, chunk), _rows_of(now, live_at, chunk)
+            chunk, size = [], 0
+
+
+def _group_rows(rows: pa.Table) -> dict[str, tuple[int, int]]:
+    """group id -> (start, end) of its rows, in rows sorted by group."""
+    starts, ends = bounds(rows["group_id"])
+    ids = rows["group_id"].take(pa.array(starts, pa.int64())).to_pylist()
+    return dict(zip(ids, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+
+
+def _rows_of(rows: pa.Table, at: Mapping[str, tuple[int, int]], groups: Sequence[str]) -> pa.Table:
+    """The rows of `groups` (consecutive ones of the sorted groups the rows hold)."""
+    spans = [at[g] for g in groups if g in at]
+    return rows.slice(spans[0][0], spans[-1][1] - spans[0][0]) if spans else rows.slice(0, 0)
 
 
 Run = tuple[str, str, list[int]]  # a planned member, a topic, its partitions of the topic (ascending)

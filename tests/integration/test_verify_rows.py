@@ -248,8 +248,11 @@ def context(lake: Lake, run_id: str) -> RunContext:
     return RunContext.create(Config(lake=str(lake.root)), run_id)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_verdicts_and_the_stored_detail_are_the_row_by_row_ones(lake: Lake, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "chunk_rows"), [(0, verify.CHUNK_ROWS), (1, verify.CHUNK_ROWS), (2, 10), (3, 1)])
+def test_verdicts_and_the_stored_detail_are_the_row_by_row_ones(
+    lake: Lake, seed: int, chunk_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verify, "CHUNK_ROWS", chunk_rows)  # a few groups' plans at a time, or one
     fleet(lake, seed)
     expected = old_verdicts(lake, "day2")
     at = datetime(2026, 11, 22, tzinfo=UTC)
