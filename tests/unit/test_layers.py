@@ -84,18 +84,32 @@ def _package(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def _imports(path: Path) -> set[str]:
-    """Every `jobs...` module a file imports, deferred imports inside functions included."""
+def _imports(path: Path, top: str = "jobs") -> set[str]:
+    """Every `<top>...` module a file imports (`top` itself included), deferred imports inside functions too."""
     import ast
 
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            modules = [f"jobs.{a.name}" for a in node.names] if node.module == "jobs" else [node.module]
-            found.update(m for m in modules if m.startswith("jobs."))
+            modules = [f"{top}.{a.name}" for a in node.names] if node.module == top else [node.module]
+            found.update(m for m in modules if m == top or m.startswith(f"{top}."))
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("jobs."))
+            found.update(a.name for a in node.names if a.name == top or a.name.startswith(f"{top}."))
     return found
+
+
+# The product's packages, lowest first: the pure domain, the contracts, the jobs, the DAG files.
+PRODUCT = ("planner", "schemas", "jobs", "dags")
+
+
+def test_no_import_in_the_product_runs_back_up_a_package() -> None:
+    upward = []
+    for level, package in enumerate(PRODUCT):
+        for f in sorted((REPO / package).rglob("*.py")):
+            upward += [
+                f"{f.relative_to(REPO)} imports {m}" for higher in PRODUCT[level + 1 :] for m in _imports(f, higher)
+            ]
+    assert not upward, "\n".join(sorted(upward))
 
 
 def test_no_import_in_jobs_runs_back_up_a_floor() -> None:
