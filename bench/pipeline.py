@@ -6,7 +6,8 @@ Each case runs the real command in a subprocess with Spark's default driver memo
 and samples the whole process tree (the CLI, Spark's driver JVM, its Python workers) every 50 ms. Prints wall
 time, CPU time of the tree (user + system: on a shared machine wall time includes waiting for a core, so the
 load average is printed too), peak RSS of the tree, the command's exit code and the time of each step as the
-command prints it. With `--repeat N` each case runs N times on a fresh lake: min / median / max.
+command prints it. With `--repeat N` each case runs N times on a fresh lake: min / median / max. `all` is (a) and
+(b); the fleet runs when asked for by name (`--case fleet`).
 A fresh clone's first run pays one-time costs the later ones do not (Python's bytecode, numba's compiled loops, the
 JVM's class archive when `make install` was skipped): a warm-up run of 20 groups goes first and is printed apart,
 so the figures are the same on a fresh clone as on a working copy (`--no-warm-up` to see the first run's cost).
@@ -272,7 +273,7 @@ def main() -> None:
             sized_groups(work / "warm-up" / "day1.jsonl", 20, CAPTURED[0], shape)
             report("warm-up: 20 groups (one-time costs)", rebalance_run(work / "warm-up", work / "lake-w", "w", ""))
         for case, label, groups in (("groups", "a", args.groups), ("fleet", "c", args.fleet)):
-            if args.case not in (case, "all"):
+            if args.case != case and (args.case != "all" or case == "fleet"):  # the fleet's half hour: asked by name
                 continue
             files = work / case
             files.mkdir()
