@@ -49,6 +49,15 @@ class StepResult:
         """The group of each row, in order (the ingest step's: the groups ingested)."""
         return [r["group_id"] for r in self.rows]
 
+    def as_json(self) -> dict[str, Any]:
+        """The result in JSON's own types (lists, not tuples), as an XCom stores it without stringifying."""
+        return {
+            "rows": list(self.rows),
+            "text": self.text,
+            "quarantined": [list(q) for q in self.quarantined],
+            "alarms": list(self.alarms),
+        }
+
     def by_group(self, column: str) -> dict[str, Any]:
         """group id -> `column` of its row: the plan step's generation ids, the gate's verdicts, the report's pages."""
         return {r["group_id"]: r[column] for r in self.rows}

@@ -12,7 +12,6 @@ naming them; the DAGs' failure callback (`jobs.airflow.notify`) then posts to a 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param, TriggerRule, chain, task
@@ -91,7 +90,7 @@ def step_task(name: str, declared: Mapping[str, Any], first: bool) -> Any:
             # This task runs whatever happened before it; as the DAG's last task it must not turn a failed
             # run into a successful one (Airflow sets the run's state from its leaf tasks).
             raise AirflowFailException(f"earlier tasks failed: {', '.join(failed)}")
-        return asdict(result)
+        return result.as_json()
 
     return step
 
@@ -127,7 +126,7 @@ def review_tasks() -> list[Any]:
         answer = ti.xcom_pull(task_ids=APPROVAL_TASK, key=ANSWER)
         if not answer:
             raise AirflowSkipException("no answer to record: nothing awaited review")
-        return asdict(_run_step(RECORD, {**(params or {}), **answer}, run_id, dag_run))
+        return _run_step(RECORD, {**(params or {}), **answer}, run_id, dag_run).as_json()
 
     return [review(), approval, record_review()]
 

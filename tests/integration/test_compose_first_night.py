@@ -185,7 +185,7 @@ def test_the_first_scheduled_night_on_an_empty_broker_succeeds_with_no_groups(ni
     assert run["state"] == "success", server.failures(run)
     path = f"/api/v2/dags/{NIGHTLY}/dagRuns/{run['dag_run_id']}/taskInstances/ingest/xcomEntries/return_value"
     ingested = server.api.get(path, params={"deserialize": "true", "stringify": "false"}).raise_for_status().json()
-    assert ingested["value"] == {"groups": [], "quarantined": []}
+    assert ingested["value"] == {"rows": [], "text": "", "quarantined": [], "alarms": []}
     # The night's lake is in the volume's directory: its tables exist, and no generation (nothing was planned).
     assert (night["lake"] / "generations" / "_delta_log").is_dir()
     assert DeltaTable(str(night["lake"] / "generations")).to_pyarrow_table().num_rows == 0
