@@ -2,15 +2,15 @@
 each member's load, count and topic classes, the move budget spent, and the moves every phase makes through it.
 
 `LoadBuilder.keep` is the claim phase (every still-valid owner keeps its partitions); `move` keeps the tallies as
-partitions change hands; `parts_of`, `first_member`, `lightest` and `lightest_few` answer the phases' questions in
-MemberInfo order.
+partitions change hands; `parts_of`, `first_member`, `heaviest_first`, `lightest_open` and `lightest_few` answer the
+phases' questions in MemberInfo order.
 `pick` chooses which of a member's partitions to release or hand over.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import neg
 from typing import Literal
@@ -58,6 +58,10 @@ class LoadBuilder:
     scans: int = 0  # parts_of calls answered by a scan since the index was dropped
     added: dict[int, list[int]] = field(default_factory=dict)  # partitions moved to a member since the CSR
     held: dict[int, np.ndarray] = field(default_factory=dict)  # parts_of's answers, dropped as moves change them
+    ranking: list[tuple[float, int, int]] | None = None  # (load, rank, member) ascending, as `by_load` last saw it
+    ranked_load: list[float] = field(default_factory=list)  # each member's load in `ranking`
+    stale: set[int] = field(default_factory=set)  # members whose load changed since then
+    moves: int = 0  # calls of `move` so far
 
     @classmethod
     def keep(
@@ -143,6 +147,7 @@ class LoadBuilder:
 
     def move(self, parts: Sequence[int] | np.ndarray, to: Sequence[int] | np.ndarray) -> None:
         """Give `parts` to `to` (member ids, or -1 to release them into the pool), keeping the tallies."""
+        self.moves += 1
         if len(parts) > _FEW:
             self._move_many(np.asarray(parts, dtype=np.int64), np.asarray(to, dtype=np.int32))
             return
@@ -160,6 +165,7 @@ class LoadBuilder:
                     load[m] = load.item(m) + sign * wp
                     count[m] = count.item(m) + sign
                     holds[kp, m] = holds.item(kp, m) + sign
+                    self.stale.add(m)
         for p, m in zip(ps, ts, strict=True):
             owner[p] = m
             self.pool[p] = m < 0
@@ -182,6 +188,7 @@ class LoadBuilder:
         self.owner[parts] = to
         self.pool[parts] = to < 0
         self.held.clear()
+        self.ranking = None
         if self.index is not None:
             for p, m in zip(parts.tolist(), to.tolist(), strict=True):
                 if m >= 0:
@@ -221,12 +228,39 @@ class LoadBuilder:
             return int(tied[np.argmin(self.rank[tied])])
         return int(members[np.lexsort((self.rank[members], *reversed(keys)))[0]])
 
-    def lightest(self, allowed: np.ndarray) -> np.ndarray:
-        """Per row of allowed (bool[K, M]) the least-loaded allowed member, ties by MemberInfo order; -1 where a row
-        allows none."""
-        loads = np.where(allowed[:, self.by_rank], self.load[self.by_rank], np.inf)
-        lightest: NDArray[np.int64] = np.where(np.isfinite(loads.min(axis=1)), self.by_rank[loads.argmin(axis=1)], -1)
-        return lightest
+    def by_load(self) -> list[tuple[float, int, int]]:
+        """Every member as (load, rank, member), ascending: least loaded first, ties by MemberInfo order. Kept up to
+        date by re-inserting the members moves changed (re-sorted after a bulk move), so the phases' questions about
+        the lightest or heaviest members cost a few steps, not an array call over every member."""
+        if self.ranking is None or 8 * len(self.stale) > len(self.load):
+            self.ranked_load = self.load.tolist()
+            self.ranking = sorted(zip(self.ranked_load, self.rank.tolist(), range(len(self.load)), strict=True))
+        else:
+            for m in self.stale:
+                r = self.rank.item(m)
+                del self.ranking[bisect_left(self.ranking, (self.ranked_load[m], r, m))]
+                self.ranked_load[m] = self.load.item(m)
+                insort(self.ranking, (self.ranked_load[m], r, m))
+        self.stale.clear()
+        return self.ranking
+
+    def heaviest_first(self) -> Iterator[int]:
+        """Members by load, heaviest first, ties by MemberInfo order."""
+        ranking = self.by_load()
+        end = len(ranking)
+        while end:
+            start = bisect_left(ranking, (ranking[end - 1][0],), 0, end)  # the members sharing the next load
+            for _, _, m in ranking[start:end]:
+                yield m
+            end = start
+
+    def lightest_open(self, k: int, *others: int) -> int:
+        """The least-loaded member of topic class k below the count ceiling, but `others`, ties by MemberInfo order;
+        -1 if none."""
+        for _, _, m in self.by_load():
+            if self.eligible.item(k, m) and m not in others and self.count.item(m) < self.count_hi:
+                return m
+        return -1
 
     def lightest_few(self, allowed: np.ndarray, n: int) -> list[int]:
         """The n least-loaded of the allowed members (bool[M]), lightest first, ties by MemberInfo order; fewer when

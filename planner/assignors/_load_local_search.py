@@ -10,6 +10,9 @@ interchangeable partitions so fewer move. `settled` is also the assignor's test 
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from operator import neg
+
 import numpy as np
 
 from planner.assignors._load_builder import LoadBuilder, pick
@@ -97,10 +100,10 @@ def _extremes(builder: LoadBuilder) -> tuple[int, int]:
     A member holding a single partition cannot give it to a lighter member without that member ending heavier
     than it was (a heavy partition alone on its member is where the bound puts it), so it is passed over.
     """
-    givers = builder.count > 1
-    givers = givers if givers.any() else np.ones(len(builder.load), dtype=bool)
-    heaviest = np.where(givers[builder.by_rank], builder.load[builder.by_rank], -np.inf)
-    return int(builder.by_rank[np.argmax(heaviest)]), int(builder.by_rank[np.argmin(builder.load[builder.by_rank])])
+    heaviest = next((m for m in builder.heaviest_first() if builder.count.item(m) > 1), -1)
+    if heaviest < 0:  # nobody holds two: the heaviest of all
+        heaviest = next(builder.heaviest_first())
+    return heaviest, builder.by_load()[0][2]
 
 
 def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -115,7 +118,7 @@ def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np
     others[a] = False
     if builder.count[a] > builder.count_lo[a]:
         receiver = np.full(len(builder.classes), -1, dtype=np.int64)
-        receiver[present] = builder.lightest(builder.eligible[present] & others & (builder.count < builder.count_hi))
+        receiver[present] = [builder.lightest_open(k, a) for k in present.tolist()]
         move = _best_move(builder, a, parts, receiver[builder.pclass[parts]], eps)
         if move is not None:
             return move
@@ -150,11 +153,10 @@ def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -
     to = np.asarray(takers)
     wp = np.where(builder.eligible[:, to], lightest[:, None], np.inf).min(axis=0)  # per taker
     # Per class, the two lightest members that may take more (a aside): the lightest but b, for each taker b.
-    loads = np.where(builder.eligible & (builder.count < builder.count_hi), builder.load, np.inf)
-    loads[:, a] = np.inf
-    two = np.argpartition(loads, 1, axis=1)[:, :2]
-    two_loads = np.take_along_axis(loads, two, axis=1)
-    least = np.where(to[:, None] == two[:, 0], two_loads[:, 1], two_loads[:, 0])  # [taker, class]
+    first = [builder.lightest_open(k, a) for k in range(len(builder.classes))]
+    second = [builder.lightest_open(k, a, m) for k, m in enumerate(first)]
+    load_of = np.append(builder.load, np.inf)  # -1 (none) carries nothing more
+    least = np.where(to[:, None] == first, load_of[second], load_of[first])  # [taker, class]
     held = [builder.parts_of(b) for b in takers]
     of = np.repeat(np.arange(len(takers)), [len(h) for h in held])
     theirs = np.concatenate(held)
@@ -167,10 +169,16 @@ def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -
 def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The move (or swap) to member b from one of the heaviest members holding partitions b may take."""
     mine = builder.eligible[:, b]
-    donors = np.flatnonzero(builder.holds[mine].any(axis=0) & (builder.load > builder.load[b] + eps))
-    # A donor with one partition cannot give it without ending below b (it is its whole load).
-    donors = donors[builder.count[donors] > 1]
-    for a in donors[np.lexsort((builder.rank[donors], -builder.load[donors]))][:_DONORS].tolist():
+    holding = builder.holds[mine].any(axis=0).tolist()
+    floor = builder.load.item(b) + eps
+    donors: list[int] = []
+    for a in builder.heaviest_first():
+        if builder.load.item(a) <= floor or len(donors) == _DONORS:
+            break
+        # A donor with one partition cannot give it without ending below b (it is its whole load).
+        if holding[a] and builder.count.item(a) > 1:
+            donors.append(a)
+    for a in donors:
         move = None
         if builder.count[b] < builder.count_hi and builder.count[a] > builder.count_lo[a]:
             parts = builder.parts_of(a)
@@ -225,10 +233,10 @@ def _best_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.nda
     wt, wm = builder.w[theirs], builder.w[mine]
     at = np.searchsorted(wt, wm - gap / 2)
     best: tuple[float, int, int] | None = None
-    for side in (at - 1, at):  # for each p, the partners on either side of the ideal w(p) - gap / 2
-        j = np.clip(side, 0, len(theirs) - 1)
+    # For each p, the partners on either side of the ideal w(p) - gap / 2: at - 1 (if at > 0), and at (if < n).
+    for j, there in ((np.maximum(at - 1, 0), at > 0), (np.minimum(at, len(theirs) - 1), at < len(theirs))):
         d = wm - wt[j]
-        fine = (side >= 0) & (side < len(theirs)) & (d >= eps) & (d <= gap - eps)
+        fine = there & (d >= eps) & (d <= gap - eps)
         if builder.budget < np.inf:
             fine &= builder.spent + builder.cost(mine, b) + builder.cost(theirs[j], a) <= builder.budget
         i = np.flatnonzero(fine)
@@ -256,25 +264,29 @@ def _bundle_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.n
         return None
     mine = mine[np.lexsort((mine, -builder.w[mine]))][:_BUNDLE_TRIES]
     theirs = theirs[np.lexsort((theirs, -builder.w[theirs]))]
+    loads = builder.w[theirs].tolist()
     best: tuple[float, int, int, np.ndarray] | None = None
-    for p in mine.tolist():
-        wp = float(builder.w[p])
-        fits = theirs[builder.w[theirs] <= wp - eps]  # a bundle member weighing more would leave nothing to gain
-        sums = np.cumsum(builder.w[fits])
-        k = int(np.searchsorted(sums, wp - gap / 2, side="right"))  # the heaviest prefix up to the ideal
+    for p, wp in zip(mine.tolist(), builder.w[mine].tolist(), strict=True):
+        start = bisect_left(loads, -(wp - eps), key=neg)  # a bundle member weighing more leaves nothing to gain
+        ideal, sums = wp - gap / 2, [0.0]
+        for x in loads[start:]:  # the heaviest fitting ones' running sums, to the first past the ideal
+            sums.append(sums[-1] + x)
+            if sums[-1] > ideal:
+                break
+        k = len(sums) - 1 - (len(sums) > 1 and sums[-1] > ideal)  # the heaviest prefix up to the ideal
         for n in (k, k + 1):
-            if n == 0 or n > len(fits):
+            if n == 0 or n >= len(sums):
                 continue
-            d = wp - float(sums[n - 1])
+            d = wp - sums[n]
             if not eps <= d <= gap - eps:
                 continue
             if builder.count[a] + n - 1 > builder.count_hi or builder.count[b] - (n - 1) < builder.count_lo[b]:
                 continue
             if builder.budget < np.inf and not builder.affordable(
-                float(builder.cost(np.asarray([p]), b).sum() + builder.cost(fits[:n], a).sum())
+                float(builder.cost(np.asarray([p]), b).sum() + builder.cost(theirs[start : start + n], a).sum())
             ):
                 continue
-            option = ((wp + float(sums[n - 1])) / min(d, gap - d), n, p, fits[:n])
+            option = ((wp + sums[n]) / min(d, gap - d), n, p, theirs[start : start + n])
             best = option if best is None or option[:3] < best[:3] else best
     if best is None:
         return None
@@ -292,11 +304,9 @@ def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray
     theirs = theirs[builder.w[theirs] > 0]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    third = builder.count < builder.count_hi
-    third[[a, b]] = False
     present = np.unique(builder.pclass[theirs])
     onward = np.full(len(builder.classes), -1, dtype=np.int64)
-    onward[present] = builder.lightest(builder.eligible[present] & third)
+    onward[present] = [builder.lightest_open(k, a, b) for k in present.tolist()]
     c = onward[builder.pclass[theirs]]
     theirs, c = theirs[c >= 0], c[c >= 0]
     if len(theirs) == 0:
@@ -306,10 +316,9 @@ def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray
     la, lb, lc = float(builder.load[a]), float(builder.load[b]), builder.load[c]
     at = np.searchsorted(wm, (la - lb + wq) / 2)  # for each q, the p evening a and b
     best: tuple[float, int, int] | None = None
-    for side in (at - 1, at):
-        i = np.clip(side, 0, len(mine) - 1)
+    for i, there in ((np.maximum(at - 1, 0), at > 0), (np.minimum(at, len(mine) - 1), at < len(mine))):
         top = np.maximum(np.maximum(la - wm[i], lb + wm[i] - wq), lc + wq)
-        fine = (side >= 0) & (side < len(mine)) & (top <= la - eps)
+        fine = there & (top <= la - eps)
         if builder.budget < np.inf:
             fine &= builder.spent + builder.cost(mine[i], b) + builder.cost(theirs, c) <= builder.budget
         j = np.flatnonzero(fine)
@@ -335,8 +344,8 @@ def untangle(builder: LoadBuilder) -> None:
     n = len(builder.load) + 1  # member ids, and n - 1 for "no previous owner"
     prev = np.where(builder.previous[parts] >= 0, builder.previous[parts], n - 1)
     parts = parts[np.lexsort((parts, prev, builder.w[parts], builder.pclass[parts]))]
-    kind_key = np.stack([builder.pclass[parts].astype(np.float64), builder.w[parts]])
-    kind = np.cumsum(np.concatenate([[True], np.any(kind_key[:, 1:] != kind_key[:, :-1], axis=0)])) - 1
+    k, w = builder.pclass[parts], builder.w[parts]
+    kind = np.cumsum(np.concatenate([[True], (k[1:] != k[:-1]) | (w[1:] != w[:-1])])) - 1
     shared = np.bincount(kind)[kind] > 1  # a kind of one partition has nothing to exchange
     parts, kind = parts[shared], kind[shared].astype(np.int64)
     if len(parts) == 0:

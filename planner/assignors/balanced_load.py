@@ -51,7 +51,6 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
-from numpy.typing import NDArray
 
 from planner.assignors._load_builder import LoadBuilder, MoveBudget, pick
 from planner.assignors._load_local_search import improve, repair_counts, settled, untangle
@@ -122,13 +121,16 @@ def balanced_load_assign(
     if not group.members or not assignable(group).any():
         return np.full(group.num_partitions, -1, dtype=np.int32)
     builder = LoadBuilder.keep(group, tolerance, max_move_share, move_budget, max_count_spread)
-    if not builder.pool.any() and settled(builder):
+    orphans = bool(builder.pool.any())
+    if not orphans and settled(builder):
         return builder.owner  # load-balanced and nothing orphaned: nothing moves
+    kept = builder.moves
     builder.drop_index()
     _pin_heavy(builder)
     _goals(builder)
     _place(builder)
-    placed, placed_max, placed_settled = builder.owner.copy(), float(builder.load.max()), settled(builder)
+    placed, placed_max = builder.owner.copy(), float(builder.load.max())
+    placed_settled = (orphans or builder.moves > kept) and settled(builder)  # unmoved, it is still unsettled
     builder.drop_index()
     _shed(builder)
     _place(builder)
@@ -231,7 +233,7 @@ def _holdings(builder: LoadBuilder, members: np.ndarray) -> tuple[np.ndarray, np
     wanted = np.zeros(len(builder.load), dtype=bool)
     wanted[members] = True
     mine = np.flatnonzero(wanted[np.maximum(builder.owner, 0)] & (builder.owner >= 0))
-    mine = mine[np.lexsort((mine, -builder.w[mine], builder.owner[mine]))]
+    mine = mine[np.lexsort((-builder.w[mine], builder.owner[mine]))]  # stable: ties stay in id order
     held_by = builder.owner[mine]
     return mine, np.stack([np.searchsorted(held_by, members), np.searchsorted(held_by, members, "right")], axis=1)
 
@@ -288,7 +290,7 @@ def _pull(builder: LoadBuilder) -> None:
     needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
     need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0)
     takes = builder.eligible[:, needy]  # per class, which needy members may take it
-    wanted: NDArray[np.bool_] = np.any(takes[:, need > 0], axis=1)  # per class; they change only as members take
+    wanted = np.logical_or.reduce(takes, axis=1, where=need > 0)  # per class; changes only as a need is met
     total, everything = float(need.sum()), bool(wanted.all())
     for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
         if not everything and not wanted.any():
@@ -298,22 +300,25 @@ def _pull(builder: LoadBuilder) -> None:
             offered = wanted[kinds[start:end]]
             parts, w = parts[offered], w[offered]
         give = min(float(surplus[a]), total)
-        chosen, to = [], []
+        chosen, to, met = [], [], False
         for p in parts[pick(w.tolist(), give, give + builder.eps)].tolist():
             ok = np.where((need > 0) & takes[builder.pclass[p]], need, -np.inf)
-            i = int(np.argmax(ok))
+            i = int(ok.argmax())
             if ok[i] == -np.inf:
                 continue
             chosen.append(p)
             to.append(int(needy[i]))
             need[i] -= builder.w[p]
+            met = met or need[i] <= 0
         if not chosen:
             continue
         if not builder.allows(chosen, to):
             return
         builder.move(chosen, to)
-        wanted = np.any(takes[:, need > 0], axis=1)
-        total, everything = float(need.sum()), bool(wanted.all())
+        total = float(need.sum())
+        if met:
+            wanted = np.logical_or.reduce(takes, axis=1, where=need > 0)
+            everything = bool(wanted.all())
 
 
 def _place(builder: LoadBuilder) -> None:
