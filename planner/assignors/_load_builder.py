@@ -35,6 +35,13 @@ class Holding:
         self.parts, self.w, self.k = parts, w, k
         self._lightest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._heaviest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._least: float | None = None
+
+    def least_load(self) -> float:
+        """The lightest partition that carries load (inf if none): whether any could fit a gap."""
+        if self._least is None:
+            self._least = float(self.w.min(where=self.w > 0, initial=np.inf))
+        return self._least
 
     def lightest_first(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(parts, loads, classes) by load, ties by id (a stable sort of the ascending ids)."""
@@ -178,24 +185,31 @@ class LoadBuilder:
         ps, ts = list(map(int, parts)), list(map(int, to))
         if self.budget < np.inf:  # what was spent matters only against a budget
             self.spent += float(self.cost(np.asarray(ps, dtype=np.int64), np.asarray(ts)).sum())
-        owner, load, count, holds = self.owner, self.load, self.count, self.holds
-        frm = [owner.item(p) for p in ps]
-        w, k = [self.w.item(p) for p in ps], [self.pclass.item(p) for p in ps]
+        owner, load, count, holds, pool = self.owner, self.load, self.count, self.holds, self.pool
+        moving = [(owner.item(p), self.w.item(p), self.pclass.item(p)) for p in ps]
         # One partition at a time, releases first, in order: the sums np.add.at makes, in Python scalars (`item`
         # and a store cost less than NumPy's scalar arithmetic, and far less than np.add.at on a few).
-        for members, sign in ((frm, -1), (ts, 1)):
-            for m, wp, kp in zip(members, w, k, strict=True):
-                if m >= 0:
-                    load[m] = load.item(m) + sign * wp
-                    count[m] = count.item(m) + sign
-                    holds[kp, m] = holds.item(kp, m) + sign
-                    self.stale.add(m)
+        for m, wp, kp in moving:
+            if m >= 0:
+                load[m] = load.item(m) - wp
+                count[m] = count.item(m) - 1
+                holds[kp, m] = holds.item(kp, m) - 1
+        for m, (_, wp, kp) in zip(ts, moving, strict=True):
+            if m >= 0:
+                load[m] = load.item(m) + wp
+                count[m] = count.item(m) + 1
+                holds[kp, m] = holds.item(kp, m) + 1
         for p, m in zip(ps, ts, strict=True):
             owner[p] = m
-            self.pool[p] = m < 0
-            if self.index is not None and m >= 0:
-                self.added.setdefault(m, []).append(p)
-        for m in frm + ts:
+            pool[p] = m < 0
+        if self.index is not None:
+            for p, m in zip(ps, ts, strict=True):
+                if m >= 0:
+                    self.added.setdefault(m, []).append(p)
+        touched = {m for m, _, _ in moving} | set(ts)
+        touched.discard(-1)
+        self.stale |= touched
+        for m in touched:
             self.held.pop(m, None)
 
     def _move_many(self, parts: np.ndarray, to: np.ndarray) -> None:

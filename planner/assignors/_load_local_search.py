@@ -178,8 +178,13 @@ def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np
             donors.append(a)
     for a in donors:
         move = None
-        if builder.count[b] < builder.count_hi and builder.count[a] > builder.count_lo[a]:
-            held = builder.holding(a)
+        held = builder.holding(a)
+        # A move needs a partition of a's within the gap less eps: a's lightest one says whether any can be.
+        if (
+            builder.count[b] < builder.count_hi
+            and builder.count[a] > builder.count_lo[a]
+            and held.least_load() <= builder.load[a] - builder.load[b] - eps
+        ):
             taken = mine[held.k]
             move = _best_move(builder, a, held.parts[taken], held.w[taken], np.full(int(taken.sum()), b), eps)
         move = move or _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
