@@ -14,6 +14,7 @@ from bisect import bisect_left
 from operator import neg
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.assignors._load_builder import LoadBuilder, pick
 
@@ -114,15 +115,15 @@ def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np
     if len(held.parts) == 0:
         return None
     present = np.flatnonzero(builder.holds[:, a])  # the topic classes of a's partitions
-    others = np.ones(len(builder.load), dtype=bool)
-    others[a] = False
     if builder.count[a] > builder.count_lo[a]:
         receiver = np.full(len(builder.classes), -1, dtype=np.int64)
         receiver[present] = [builder.lightest_open(k, a) for k in present.tolist()]
         move = _best_move(builder, a, held.parts, held.w, receiver[held.k], eps)
         if move is not None:
             return move
-    takers = builder.lightest_few(builder.eligible[present].any(axis=0) & others, _DONORS)
+    eligible: NDArray[np.bool_] = np.any(builder.eligible[present], axis=0)  # members who may take any of them
+    eligible[a] = False
+    takers = builder.lightest_few(eligible, _DONORS)
     for b in takers:
         if builder.load[a] - builder.load[b] < 2 * eps:
             break  # a swap needs a gap of 2 x eps, and the takers come lightest first: the rest are closer still
