@@ -15,6 +15,7 @@ import base64
 import binascii
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -109,10 +110,15 @@ class GroupSpec:
         return sub
 
     def subscription_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every (member id, topic id) subscription as two flat arrays, member-major."""
+        """Every (member id, topic id) subscription as two flat arrays, member-major (read-only)."""
+        return self._subscription_pairs
+
+    @cached_property
+    def _subscription_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """`subscription_pairs`, made once per group: every assignor and check asks for them, several times."""
         member = np.repeat(np.arange(len(self.members), dtype=np.int64), [len(s) for s in self.subscriptions])
         topic = np.concatenate([np.empty(0, np.int32), *self.subscriptions]).astype(np.int64)
-        return member, topic
+        return frozen(member), frozen(topic)
 
 
 def _int(value: Any, what: str) -> int:

@@ -2,7 +2,7 @@
 each member's load, count and topic classes, the move budget spent, and the moves every phase makes through it.
 
 `LoadBuilder.keep` is the claim phase (every still-valid owner keeps its partitions); `move` keeps the tallies as
-partitions change hands; `parts_of`, `first_member`, `heaviest_first`, `lightest_open` and `lightest_few` answer the
+partitions change hands; `holding`, `first_member`, `heaviest_first`, `lightest_open` and `lightest_few` answer the
 phases' questions in MemberInfo order.
 `pick` chooses which of a member's partitions to release or hand over.
 """
@@ -23,8 +23,39 @@ from planner.group import GroupSpec, previous_owners
 from planner.load import assignable, max_load_bound, partition_weights, topic_classes
 
 MoveBudget = Literal["load", "partitions"]
-_SCANS = 32  # parts_of answers by a scan of owner[] (about 1 ms per million) before it builds the index
+_SCANS = 32  # `holding` answers by a scan of owner[] (about 1 ms per million) before it builds the index
 _FEW = 64  # a move of at most this many partitions updates the tallies one by one (array calls cost more)
+
+
+class Holding:
+    """One member's partitions as the local search reads them: ids ascending with their loads and topic classes,
+    and the same ordered by load either way (ties by id), each sorted once while the holding lasts."""
+
+    def __init__(self, parts: np.ndarray, w: np.ndarray, k: np.ndarray) -> None:
+        self.parts, self.w, self.k = parts, w, k
+        self._lightest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._heaviest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._least: float | None = None
+
+    def least_load(self) -> float:
+        """The lightest partition that carries load (inf if none): whether any could fit a gap."""
+        if self._least is None:
+            self._least = float(self.w.min(where=self.w > 0, initial=np.inf))
+        return self._least
+
+    def lightest_first(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(parts, loads, classes) by load, ties by id (a stable sort of the ascending ids)."""
+        if self._lightest is None:
+            order = np.argsort(self.w, kind="stable")
+            self._lightest = self.parts[order], self.w[order], self.k[order]
+        return self._lightest
+
+    def heaviest_first(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(parts, loads, classes) heaviest first, ties by id."""
+        if self._heaviest is None:
+            order = np.argsort(-self.w, kind="stable")
+            self._heaviest = self.parts[order], self.w[order], self.k[order]
+        return self._heaviest
 
 
 @dataclass
@@ -55,9 +86,9 @@ class LoadBuilder:
     goal: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M]
     cap: np.ndarray = field(default_factory=lambda: np.empty(0))  # float64[M] top of the goal band
     index: tuple[np.ndarray, np.ndarray] | None = None  # CSR of partitions per member (rebuilt after bulk phases)
-    scans: int = 0  # parts_of calls answered by a scan since the index was dropped
+    scans: int = 0  # `holding` calls answered by a scan since the index was dropped
     added: dict[int, list[int]] = field(default_factory=dict)  # partitions moved to a member since the CSR
-    held: dict[int, np.ndarray] = field(default_factory=dict)  # parts_of's answers, dropped as moves change them
+    held: dict[int, Holding] = field(default_factory=dict)  # `holding`'s answers, dropped as moves change them
     ranking: list[tuple[float, int, int]] | None = None  # (load, rank, member) ascending, as `by_load` last saw it
     ranked_load: list[float] = field(default_factory=list)  # each member's load in `ranking`
     stale: set[int] = field(default_factory=set)  # members whose load changed since then
@@ -154,29 +185,37 @@ class LoadBuilder:
         ps, ts = list(map(int, parts)), list(map(int, to))
         if self.budget < np.inf:  # what was spent matters only against a budget
             self.spent += float(self.cost(np.asarray(ps, dtype=np.int64), np.asarray(ts)).sum())
-        owner, load, count, holds = self.owner, self.load, self.count, self.holds
-        frm = [owner.item(p) for p in ps]
-        w, k = [self.w.item(p) for p in ps], [self.pclass.item(p) for p in ps]
+        owner, load, count, holds, pool = self.owner, self.load, self.count, self.holds, self.pool
+        moving = [(owner.item(p), self.w.item(p), self.pclass.item(p)) for p in ps]
         # One partition at a time, releases first, in order: the sums np.add.at makes, in Python scalars (`item`
         # and a store cost less than NumPy's scalar arithmetic, and far less than np.add.at on a few).
-        for members, sign in ((frm, -1), (ts, 1)):
-            for m, wp, kp in zip(members, w, k, strict=True):
-                if m >= 0:
-                    load[m] = load.item(m) + sign * wp
-                    count[m] = count.item(m) + sign
-                    holds[kp, m] = holds.item(kp, m) + sign
-                    self.stale.add(m)
+        for m, wp, kp in moving:
+            if m >= 0:
+                load[m] = load.item(m) - wp
+                count[m] = count.item(m) - 1
+                holds[kp, m] = holds.item(kp, m) - 1
+        for m, (_, wp, kp) in zip(ts, moving, strict=True):
+            if m >= 0:
+                load[m] = load.item(m) + wp
+                count[m] = count.item(m) + 1
+                holds[kp, m] = holds.item(kp, m) + 1
         for p, m in zip(ps, ts, strict=True):
             owner[p] = m
-            self.pool[p] = m < 0
-            if self.index is not None and m >= 0:
-                self.added.setdefault(m, []).append(p)
-        for m in frm + ts:
+            pool[p] = m < 0
+        if self.index is not None:
+            for p, m in zip(ps, ts, strict=True):
+                if m >= 0:
+                    self.added.setdefault(m, []).append(p)
+        touched = {m for m, _, _ in moving} | set(ts)
+        touched.discard(-1)
+        self.stale |= touched
+        for m in touched:
             self.held.pop(m, None)
 
     def _move_many(self, parts: np.ndarray, to: np.ndarray) -> None:
         """`move` for many partitions: one tally per array."""
-        self.spent += float(self.cost(parts, to).sum())
+        if self.budget < np.inf:
+            self.spent += float(self.cost(parts, to).sum())
         n = len(self.load)
         frm = self.owner[parts]
         k = self.pclass[parts]
@@ -199,14 +238,14 @@ class LoadBuilder:
         self.index, self.scans, self.added = None, 0, {}
         self.held.clear()
 
-    def parts_of(self, m: int) -> np.ndarray:
-        """Partitions member m holds now, ascending (read-only: kept until a move changes them)."""
+    def holding(self, m: int) -> Holding:
+        """The partitions member m holds now (kept until a move changes them)."""
         held = self.held.get(m)
         if held is not None:
             return held
         if self.index is None and self.scans < _SCANS:
             self.scans += 1
-            held = np.flatnonzero(self.owner == m)
+            parts = np.flatnonzero(self.owner == m)
         else:
             if self.index is None:
                 order = np.argsort(self.owner, kind="stable")
@@ -216,9 +255,8 @@ class LoadBuilder:
             parts = order[starts[m] : starts[m + 1]]
             if m in self.added:
                 parts = np.unique(np.concatenate([parts, np.asarray(self.added[m], dtype=np.int64)]))
-            held = parts[self.owner[parts] == m]
-        held.flags.writeable = False
-        self.held[m] = held
+            parts = parts[self.owner[parts] == m]
+        held = self.held[m] = Holding(parts, self.w[parts], self.pclass[parts])
         return held
 
     def first_member(self, members: np.ndarray, *keys: np.ndarray) -> int:
@@ -234,7 +272,8 @@ class LoadBuilder:
         the lightest or heaviest members cost a few steps, not an array call over every member."""
         if self.ranking is None or 8 * len(self.stale) > len(self.load):
             self.ranked_load = self.load.tolist()
-            self.ranking = sorted(zip(self.ranked_load, self.rank.tolist(), range(len(self.load)), strict=True))
+            order = np.lexsort((self.rank, self.load))  # what sorting the tuples gives, without comparing them
+            self.ranking = list(zip(self.load[order].tolist(), self.rank[order].tolist(), order.tolist(), strict=True))
         else:
             for m in self.stale:
                 r = self.rank.item(m)
@@ -264,7 +303,22 @@ class LoadBuilder:
 
     def lightest_few(self, allowed: np.ndarray, n: int) -> list[int]:
         """The n least-loaded of the allowed members (bool[M]), lightest first, ties by MemberInfo order; fewer when
-        fewer are allowed (no sort of all members: a partial selection in MemberInfo order)."""
+        fewer are allowed. Read off `by_load`, unless the n-th and the next allowed member weigh the same: then the
+        ones a partial selection picks (argpartition's choice among them, not MemberInfo order, as it always was)."""
+        few: list[int] = []
+        last = np.nan
+        for load, _, m in self.by_load():
+            if allowed.item(m):
+                if len(few) == n:
+                    if load == last:
+                        return self._partial_selection(allowed, n)
+                    break
+                few.append(m)
+                last = load
+        return few
+
+    def _partial_selection(self, allowed: np.ndarray, n: int) -> list[int]:
+        """`lightest_few` by argpartition over the members in MemberInfo order, then sorted by (load, rank)."""
         loads = np.where(allowed[self.by_rank], self.load[self.by_rank], np.inf)
         k = min(n, len(loads))
         j = np.argpartition(loads, k - 1)[:k] if k < len(loads) else np.arange(len(loads))

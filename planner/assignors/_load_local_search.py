@@ -14,6 +14,7 @@ from bisect import bisect_left
 from operator import neg
 
 import numpy as np
+from numpy.typing import NDArray
 
 from planner.assignors._load_builder import LoadBuilder, pick
 
@@ -51,7 +52,7 @@ def repair_counts(builder: LoadBuilder) -> None:
 def _count_move(builder: LoadBuilder, a: int, takers: np.ndarray) -> bool:
     """Move one of a's partitions to the taker with the fewest partitions that may take it, the partition that
     leaves the two loads closest; False when no taker subscribes to any of a's topics."""
-    parts = builder.parts_of(a)
+    parts = builder.holding(a).parts
     if len(parts) == 0 or len(takers) == 0:
         return False
     takers = takers[takers != a]
@@ -110,19 +111,19 @@ def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np
     """The move from member a to the lightest member eligible for the partition that evens the pair most, else
     the best swap (single, then bundle) with one of the lightest members eligible for any of a's partitions; None
     if none lands the receiver `eps` below a's load. Moves respect the count window, swaps keep counts."""
-    parts = builder.parts_of(a)
-    if len(parts) == 0:
+    held = builder.holding(a)
+    if len(held.parts) == 0:
         return None
     present = np.flatnonzero(builder.holds[:, a])  # the topic classes of a's partitions
-    others = np.ones(len(builder.load), dtype=bool)
-    others[a] = False
     if builder.count[a] > builder.count_lo[a]:
         receiver = np.full(len(builder.classes), -1, dtype=np.int64)
         receiver[present] = [builder.lightest_open(k, a) for k in present.tolist()]
-        move = _best_move(builder, a, parts, receiver[builder.pclass[parts]], eps)
+        move = _best_move(builder, a, held.parts, held.w, receiver[held.k], eps)
         if move is not None:
             return move
-    takers = builder.lightest_few(builder.eligible[present].any(axis=0) & others, _DONORS)
+    eligible: NDArray[np.bool_] = np.any(builder.eligible[present], axis=0)  # members who may take any of them
+    eligible[a] = False
+    takers = builder.lightest_few(eligible, _DONORS)
     for b in takers:
         if builder.load[a] - builder.load[b] < 2 * eps:
             break  # a swap needs a gap of 2 x eps, and the takers come lightest first: the rest are closer still
@@ -145,11 +146,10 @@ def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -
         return []
     la = float(builder.load[a])
     top = la - eps
-    mine = builder.parts_of(a)
-    w_mine = builder.w[mine]
-    gives = (w_mine > 0) & (la - w_mine <= top)
+    mine = builder.holding(a)
+    gives = (mine.w > 0) & (la - mine.w <= top)
     lightest = np.full(len(builder.classes), np.inf)  # per class, the lightest partition a may give
-    np.minimum.at(lightest, builder.pclass[mine[gives]], w_mine[gives])
+    np.minimum.at(lightest, mine.k[gives], mine.w[gives])
     to = np.asarray(takers)
     wp = np.where(builder.eligible[:, to], lightest[:, None], np.inf).min(axis=0)  # per taker
     # Per class, the two lightest members that may take more (a aside): the lightest but b, for each taker b.
@@ -157,11 +157,10 @@ def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -
     second = [builder.lightest_open(k, a, m) for k, m in enumerate(first)]
     load_of = np.append(builder.load, np.inf)  # -1 (none) carries nothing more
     least = np.where(to[:, None] == first, load_of[second], load_of[first])  # [taker, class]
-    held = [builder.parts_of(b) for b in takers]
-    of = np.repeat(np.arange(len(takers)), [len(h) for h in held])
-    theirs = np.concatenate(held)
-    wq = builder.w[theirs]
-    fits = (wq > 0) & ((builder.load[to] + wp)[of] - wq <= top) & (least[of, builder.pclass[theirs]] + wq <= top)
+    held = [builder.holding(b) for b in takers]
+    of = np.repeat(np.arange(len(takers)), [len(h.parts) for h in held])
+    wq, kq = np.concatenate([h.w for h in held]), np.concatenate([h.k for h in held])
+    fits = (wq > 0) & ((builder.load[to] + wp)[of] - wq <= top) & (least[of, kq] + wq <= top)
     chained: list[int] = to[np.bincount(of[fits], minlength=len(takers)) > 0].tolist()
     return chained
 
@@ -180,10 +179,15 @@ def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np
             donors.append(a)
     for a in donors:
         move = None
-        if builder.count[b] < builder.count_hi and builder.count[a] > builder.count_lo[a]:
-            parts = builder.parts_of(a)
-            parts = parts[mine[builder.pclass[parts]]]
-            move = _best_move(builder, a, parts, np.full(len(parts), b), eps)
+        held = builder.holding(a)
+        # A move needs a partition of a's within the gap less eps: a's lightest one says whether any can be.
+        if (
+            builder.count[b] < builder.count_hi
+            and builder.count[a] > builder.count_lo[a]
+            and held.least_load() <= builder.load[a] - builder.load[b] - eps
+        ):
+            taken = mine[held.k]
+            move = _best_move(builder, a, held.parts[taken], held.w[taken], np.full(int(taken.sum()), b), eps)
         move = move or _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
         if move is not None:
             return move
@@ -191,13 +195,12 @@ def _best_take(builder: LoadBuilder, b: int, eps: float) -> tuple[np.ndarray, np
 
 
 def _best_move(
-    builder: LoadBuilder, a: int, parts: np.ndarray, to: np.ndarray, eps: float
+    builder: LoadBuilder, a: int, parts: np.ndarray, w: np.ndarray, to: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Among a's partitions (ascending) and their receivers (-1: none): the load nearest half the pair's gap,
-    moving the receiver to at most a's load minus eps (so the pair's max falls); ties by partition id. When that
-    partition covers less than half the gap by more than eps, several go to the same receiver at once (`pick`
+    """Among a's partitions (ascending, loads w) and their receivers (-1: none): the load nearest half the pair's
+    gap, moving the receiver to at most a's load minus eps (so the pair's max falls); ties by partition id. When
+    that partition covers less than half the gap by more than eps, several go to the same receiver at once (`pick`
     towards half the gap, at most the gap minus eps): the same outcome as that many single moves, in one step."""
-    w = builder.w[parts]
     gap = builder.load[a] - builder.load[to]
     fine = (to >= 0) & (w > 0) & (w <= gap - eps)
     if builder.budget < np.inf:
@@ -210,9 +213,10 @@ def _best_move(
     room = min(int(builder.count[a] - builder.count_lo[a]), builder.count_hi - int(builder.count[b]))
     if w[i] >= half - eps or room < 2:
         return parts[i : i + 1], to[i : i + 1]
-    same = parts[fine & (to == b)]
-    same = same[np.lexsort((same, -builder.w[same]))]
-    several = same[pick(builder.w[same].tolist(), half, 2 * half - eps)][:room]
+    to_b = fine & (to == b)
+    heaviest = np.argsort(-w[to_b], kind="stable")  # ties by id
+    same, w_same = parts[to_b][heaviest], w[to_b][heaviest]
+    several = same[pick(w_same.tolist(), half, 2 * half - eps)][:room]
     if len(several) < 2 or not builder.allows(several, b):
         return parts[i : i + 1], to[i : i + 1]
     return several, np.full(len(several), b)
@@ -224,13 +228,14 @@ def _best_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.nda
     gap = float(builder.load[a] - builder.load[b])
     if gap < 2 * eps:
         return None
-    mine, theirs = builder.parts_of(a), builder.parts_of(b)
-    mine = mine[builder.eligible[builder.pclass[mine], b]]
-    theirs = theirs[builder.eligible[builder.pclass[theirs], a]]
+    held = builder.holding(a)
+    gives = builder.eligible[held.k, b]
+    mine, wm = held.parts[gives], held.w[gives]
+    theirs, wt, kt = builder.holding(b).lightest_first()
+    takes = builder.eligible[kt, a]
+    theirs, wt = theirs[takes], wt[takes]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    theirs = theirs[np.lexsort((theirs, builder.w[theirs]))]
-    wt, wm = builder.w[theirs], builder.w[mine]
     at = np.searchsorted(wt, wm - gap / 2)
     best: tuple[float, int, int] | None = None
     # For each p, the partners on either side of the ideal w(p) - gap / 2: at - 1 (if at > 0), and at (if < n).
@@ -257,16 +262,16 @@ def _bundle_swap(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.n
     gap = float(builder.load[a] - builder.load[b])
     if gap < 2 * eps:
         return None
-    mine, theirs = builder.parts_of(a), builder.parts_of(b)
-    mine = mine[builder.eligible[builder.pclass[mine], b]]
-    theirs = theirs[builder.eligible[builder.pclass[theirs], a] & (builder.w[theirs] > 0)]
+    mine, wm, km = builder.holding(a).heaviest_first()
+    gives = builder.eligible[km, b]
+    mine, wm = mine[gives][:_BUNDLE_TRIES], wm[gives][:_BUNDLE_TRIES]
+    theirs, wt, kt = builder.holding(b).heaviest_first()
+    takes = builder.eligible[kt, a] & (wt > 0)
+    theirs, loads = theirs[takes], wt[takes].tolist()
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    mine = mine[np.lexsort((mine, -builder.w[mine]))][:_BUNDLE_TRIES]
-    theirs = theirs[np.lexsort((theirs, -builder.w[theirs]))]
-    loads = builder.w[theirs].tolist()
     best: tuple[float, int, int, np.ndarray] | None = None
-    for p, wp in zip(mine.tolist(), builder.w[mine].tolist(), strict=True):
+    for p, wp in zip(mine.tolist(), wm.tolist(), strict=True):
         start = bisect_left(loads, -(wp - eps), key=neg)  # a bundle member weighing more leaves nothing to gain
         ideal, sums = wp - gap / 2, [0.0]
         for x in loads[start:]:  # the heaviest fitting ones' running sums, to the first past the ideal
@@ -299,20 +304,21 @@ def _chain(builder: LoadBuilder, a: int, b: int, eps: float) -> tuple[np.ndarray
     Valid when a, b and the third member all end at least eps below a's load; least load moved per unit gained."""
     if builder.count[a] <= builder.count_lo[a]:
         return None
-    mine, theirs = builder.parts_of(a), builder.parts_of(b)
-    mine = mine[builder.eligible[builder.pclass[mine], b] & (builder.w[mine] > 0)]
-    theirs = theirs[builder.w[theirs] > 0]
+    mine, wm, km = builder.holding(a).lightest_first()
+    gives = builder.eligible[km, b] & (wm > 0)
+    mine, wm = mine[gives], wm[gives]
+    held = builder.holding(b)
+    loaded = held.w > 0
+    theirs, wq, kq = held.parts[loaded], held.w[loaded], held.k[loaded]
     if len(mine) == 0 or len(theirs) == 0:
         return None
-    present = np.unique(builder.pclass[theirs])
+    present = np.unique(kq)
     onward = np.full(len(builder.classes), -1, dtype=np.int64)
     onward[present] = [builder.lightest_open(k, a, b) for k in present.tolist()]
-    c = onward[builder.pclass[theirs]]
-    theirs, c = theirs[c >= 0], c[c >= 0]
+    c = onward[kq]
+    theirs, wq, c = theirs[c >= 0], wq[c >= 0], c[c >= 0]
     if len(theirs) == 0:
         return None
-    mine = mine[np.lexsort((mine, builder.w[mine]))]
-    wm, wq = builder.w[mine], builder.w[theirs]
     la, lb, lc = float(builder.load[a]), float(builder.load[b]), builder.load[c]
     at = np.searchsorted(wm, (la - lb + wq) / 2)  # for each q, the p evening a and b
     best: tuple[float, int, int] | None = None

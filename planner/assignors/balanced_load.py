@@ -356,29 +356,26 @@ def _place_lpt(builder: LoadBuilder, parts: np.ndarray) -> None:
     One heap per topic class; an entry is stale once the member took a partition of another class, and is then
     pushed back with its new load (loads only grow here, so a stale entry surfaces before its true place).
     """
-    load = builder.load.copy()
-    count = builder.count.copy()
+    load, count, rank = builder.load.tolist(), builder.count.tolist(), builder.rank.tolist()  # Python scalars
     heaps: dict[int, list[tuple[float, int, int]]] = {}
-    to = np.empty(len(parts), dtype=np.int32)
-    for i, (p, k) in enumerate(zip(parts.tolist(), builder.pclass[parts].tolist(), strict=True)):
+    to = []
+    for w, k in zip(builder.w[parts].tolist(), builder.pclass[parts].tolist(), strict=True):
         heap = heaps.get(k)
         if heap is None:
-            members = builder.classes[k]
-            open_ = members[count[members] < builder.count_hi]
-            heap = heaps[k] = [
-                (float(load[m]), int(builder.rank[m]), int(m)) for m in (open_ if len(open_) else members)
-            ]
+            members = builder.classes[k].tolist()
+            open_ = [m for m in members if count[m] < builder.count_hi]
+            heap = heaps[k] = [(load[m], rank[m], m) for m in (open_ or members)]
             heapq.heapify(heap)
         while True:
             key, r, m = heapq.heappop(heap)
             if key == load[m]:
                 break
-            heapq.heappush(heap, (float(load[m]), r, m))
-        to[i] = m
-        load[m] += builder.w[p]
+            heapq.heappush(heap, (load[m], r, m))
+        to.append(m)
+        load[m] += w
         count[m] += 1
         if count[m] < builder.count_hi or len(heap) == 0:
-            heapq.heappush(heap, (float(load[m]), r, m))
+            heapq.heappush(heap, (load[m], r, m))
     builder.move(parts, to)
 
 
