@@ -15,6 +15,7 @@ from typing import TextIO
 
 # C0 but newline and tab, DEL and C1; the bidi embeddings, overrides, isolates and marks (Unicode UAX #9).
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CHUNK = 1 << 20  # bytes checked at a time by `is_safe_ascii`: NumPy's temporaries stay in cache
 ID_MAX = 120  # characters of an id printed whole
 
 
@@ -52,3 +53,45 @@ class SafeWriter(io.TextIOBase):
     @property
     def encoding(self) -> str:  # type: ignore[override]  # TextIOBase declares it as a plain attribute
         return getattr(self.stream, "encoding", "utf-8")
+
+    @property
+    def buffer(self) -> SafeBuffer:
+        """The bytes layer, when the wrapped stream has one: UTF-8 written there passes the same rule, and goes
+        through unchanged (one scan, no decoding) when there is nothing to escape, as for `assign`'s JSON."""
+        if not hasattr(self.stream, "buffer"):
+            raise AttributeError("buffer")
+        return SafeBuffer(self)
+
+
+class SafeBuffer:
+    """The byte stream under a SafeWriter: `write` takes UTF-8 and writes what `SafeWriter.write` would."""
+
+    def __init__(self, writer: SafeWriter) -> None:
+        self.writer = writer
+
+    def write(self, data: bytes) -> int:
+        if is_safe_ascii(data):
+            self.writer.stream.flush()  # what was written as text first stays first
+            self.writer.stream.buffer.write(data)
+        else:
+            self.writer.write(data.decode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+
+def is_safe_ascii(data: bytes) -> bool:
+    """True when `data` is ASCII and `safe` leaves it as it is: no C0 control but tab and newline, no DEL. Checked
+    with NumPy a chunk at a time (the command that writes bytes, `assign`, has NumPy loaded already)."""
+    if not data.isascii():
+        return False
+    import numpy as np
+
+    raw = np.frombuffer(data, dtype=np.uint8)
+    for start in range(0, len(raw), CHUNK):
+        chunk = raw[start : start + CHUNK]
+        control = chunk[chunk < 0x20]
+        if ((control != ord("\t")) & (control != ord("\n"))).any() or (chunk == 0x7F).any():
+            return False
+    return True

@@ -36,7 +36,6 @@ from operator import itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
-from jsonschema import Draft202012Validator, validators
 
 from planner.errors import InputError, LimitError
 from schemas.conforms import compile_schema
@@ -173,14 +172,27 @@ def _integer(_checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-StrictValidator = validators.extend(
-    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
-)
+@cache
+def _strict_validator() -> Any:
+    """Draft 2020-12 with "integer" excluding floats. Built on first use: jsonschema takes about 0.1 s to import, and
+    only a document the compiled check (`schemas.conforms`) refuses needs it, for the messages."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """`StrictValidator`, the validator class, loads jsonschema when first asked for."""
+    if name == "StrictValidator":
+        return _strict_validator()
+    raise AttributeError(f"module 'schemas.rules' has no attribute {name!r}")
 
 
 @cache
 def _validator(snapshot: bool) -> Any:
-    return StrictValidator(snapshot_schema() if snapshot else compact_schema())
+    return _strict_validator()(snapshot_schema() if snapshot else compact_schema())
 
 
 @cache

@@ -40,11 +40,24 @@ def _assign(args: argparse.Namespace) -> int:
     assigned or printed: a bad file prints nothing but the error.
     """
     from planner import assign
-    from planner.assignment import write_json
+    from planner.assignment import assign_arrays, result_of, write_json
+    from schemas.plain_groups import read_plain_groups
     from schemas.reader import read_json_documents
     from schemas.rules import Limits, check_group
 
-    documents = read_json_documents(_read_bytes(args.snapshot), args.snapshot)
+    data = _read_bytes(args.snapshot)
+    # A plain file (one group or an array of them, lists in the reader's shape, nothing the rules refuse) is read
+    # and parsed in bulk; anything else, and every error, takes the general path below.
+    try:
+        plain = read_plain_groups(data, args.snapshot, Limits.from_env())
+    except InputError:  # a bad REBALANCE_MAX_* variable: named below, where the general path reads it
+        plain = None
+    if plain is not None:
+        for spec, group_id in plain:
+            result = result_of(assign_arrays(args.strategy, spec))
+            write_json(result, sys.stdout, compact=args.compact, group_id=group_id if len(plain) > 1 else None)
+        return 0
+    documents = read_json_documents(data, args.snapshot)
     limits = Limits.from_env()
     groups = []
     for document in documents:
