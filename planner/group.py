@@ -110,15 +110,17 @@ class GroupSpec:
         return sub
 
     def subscription_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every (member id, topic id) subscription as two flat arrays, member-major (read-only)."""
-        return self._subscription_pairs
-
-    @cached_property
-    def _subscription_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """`subscription_pairs`, made once per group: every assignor and check asks for them, several times."""
+        """Every (member id, topic id) subscription as two flat arrays, member-major."""
         member = np.repeat(np.arange(len(self.members), dtype=np.int64), [len(s) for s in self.subscriptions])
         topic = np.concatenate([np.empty(0, np.int32), *self.subscriptions]).astype(np.int64)
-        return frozen(member), frozen(topic)
+        return member, topic
+
+    @cached_property
+    def _subscribed(self) -> np.ndarray:
+        """`subscribed_topics`, made once per group (read-only, one flag per topic): assignors ask for it often."""
+        mask = np.zeros(len(self.topics), dtype=bool)
+        mask[self.subscription_pairs()[1]] = True
+        return frozen(mask)
 
 
 def _int(value: Any, what: str) -> int:
@@ -305,10 +307,9 @@ def frozen(a: np.ndarray) -> np.ndarray:
 
 
 def subscribed_topics(group: GroupSpec) -> np.ndarray:
-    """bool[T]: some member subscribes to topic t (Kafka's partitionsPerTopic holds exactly these topics)."""
-    mask = np.zeros(len(group.topics), dtype=bool)
-    mask[group.subscription_pairs()[1]] = True
-    return mask
+    """bool[T], read-only: some member subscribes to topic t (Kafka's partitionsPerTopic holds exactly these
+    topics)."""
+    return group._subscribed
 
 
 def previous_owners(group: GroupSpec) -> tuple[np.ndarray, np.ndarray]:

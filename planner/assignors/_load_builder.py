@@ -2,9 +2,14 @@
 each member's load, count and topic classes, the move budget spent, and the moves every phase makes through it.
 
 `LoadBuilder.keep` is the claim phase (every still-valid owner keeps its partitions); `move` keeps the tallies as
-partitions change hands; `holding`, `first_member`, `heaviest_first`, `lightest_open` and `lightest_few` answer the
-phases' questions in MemberInfo order.
-`pick` chooses which of a member's partitions to release or hand over.
+partitions change hands; `holding`, `first_member`, `by_load`, `heaviest_first`, `lightest_open` and `lightest_few`
+answer the phases' questions in MemberInfo order. `pick` chooses which of a member's partitions to release or hand
+over.
+
+Most groups are small (hundreds of partitions, tens of members), where an array call costs more than the work it
+does: what the local search asks again and again is kept until a move changes it (each member's `Holding`, the
+members in (load, MemberInfo) order), and a move of a few partitions updates the tallies in Python scalars. Work
+over many partitions stays in array calls.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from planner.load import assignable, max_load_bound, partition_weights, topic_cl
 
 MoveBudget = Literal["load", "partitions"]
 _SCANS = 32  # `holding` answers by a scan of owner[] (about 1 ms per million) before it builds the index
-_FEW = 64  # a move of at most this many partitions updates the tallies one by one (array calls cost more)
+_FEW = 64  # moves of at most this many partitions update the tallies one by one, more with one tally per array
 
 
 class Holding:

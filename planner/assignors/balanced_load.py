@@ -295,20 +295,21 @@ def _pull(builder: LoadBuilder) -> None:
     for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
         if not everything and not wanted.any():
             return
-        parts, w = mine[start:end], loads[start:end]
+        parts, w, k = mine[start:end], loads[start:end], kinds[start:end]
         if not everything:
-            offered = wanted[kinds[start:end]]
-            parts, w = parts[offered], w[offered]
+            offered = wanted[k]
+            parts, w, k = parts[offered], w[offered], k[offered]
         give = min(float(surplus[a]), total)
         chosen, to, met = [], [], False
-        for p in parts[pick(w.tolist(), give, give + builder.eps)].tolist():
-            ok = np.where((need > 0) & takes[builder.pclass[p]], need, -np.inf)
+        w_list = w.tolist()
+        for j in pick(w_list, give, give + builder.eps):
+            ok = np.where((need > 0) & takes[k[j]], need, -np.inf)
             i = int(ok.argmax())
             if ok[i] == -np.inf:
                 continue
-            chosen.append(p)
+            chosen.append(int(parts[j]))
             to.append(int(needy[i]))
-            need[i] -= builder.w[p]
+            need[i] -= w_list[j]
             met = met or need[i] <= 0
         if not chosen:
             continue
