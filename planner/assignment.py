@@ -13,7 +13,7 @@ import dataclasses
 import io
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import IO, Any
@@ -255,18 +255,13 @@ def _encode_full(result: AssignmentResult, group_id: str | None) -> bytes | None
     """What `_encode` makes of the full form with msgspec, built from the owner arrays without a Python object per
     partition (0.3 s -> under 0.1 s for a million); None without msgspec, or for a name msgspec cannot encode (a
     lone surrogate), which the general path then writes."""
-    try:
-        import msgspec
-    except ImportError:
+    names = _encoded_names(result.group, group_id)
+    if names is None:
         return None
-    encode = msgspec.json.encode
+    encode, members, topic_names, head = names
     group = result.group
-    try:
-        keys = [encode(m) + b":[" for m in group.members]
-        heads = [b"[" + encode(t) + b"," for t in group.topics]
-        head = b"{" if group_id is None else b'{"group_id":' + encode(group_id) + b","
-    except UnicodeEncodeError:
-        return None
+    keys = [m + b":[" for m in members]
+    heads = [b"[" + t + b"," for t in topic_names]
     topics = _topic_table(group)
     assignment = _lists_by_member(group, *_owned_pairs(result.owner), keys, heads, topics)
     target = (
@@ -284,18 +279,13 @@ def _encode_full(result: AssignmentResult, group_id: str | None) -> bytes | None
 def _encode_compact(result: AssignmentResult, group_id: str | None) -> bytes | None:
     """What `_encode` makes of `compact_json` with msgspec, built from the owner arrays as `_encode_full` builds the
     full form; None without msgspec, or for a name msgspec cannot encode."""
-    try:
-        import msgspec
-    except ImportError:
+    names = _encoded_names(result.group, group_id)
+    if names is None:
         return None
-    encode = msgspec.json.encode
+    encode, members, topic_names, head = names
     group = result.group
-    try:
-        keys = [encode(m) + b":{" for m in group.members]
-        heads = [encode(t) + b":[" for t in group.topics]
-        head = b"{" if group_id is None else b'{"group_id":' + encode(group_id) + b","
-    except UnicodeEncodeError:
-        return None
+    keys = [m + b":{" for m in members]
+    heads = [t + b":[" for t in topic_names]
     topics = _topic_table(group)
     pieces = [head, b'"assignment":{', _runs_by_member(group, *_owned_pairs(result.owner), keys, heads, topics, True)]
     if not _same_owners(result):
@@ -303,6 +293,25 @@ def _encode_compact(result: AssignmentResult, group_id: str | None) -> bytes | N
         pieces += [b'},"target":{', target]
     revoked = _runs_by_member(group, result.revoked_claims[1], result.revoked_claims[0], keys, heads, topics, False)
     return b"".join([*pieces, b'},"revoked":{', revoked, b'},"elapsed_ms":', encode(result.elapsed_ms), b"}\n"])
+
+
+def _encoded_names(
+    group: GroupSpec, group_id: str | None
+) -> tuple[Callable[[Any], bytes], list[bytes], list[bytes], bytes] | None:
+    """msgspec's encoder, the group's member and topic names as JSON strings and the document's opening (with the
+    group id first when given); None without msgspec, or for a name it cannot encode (a lone surrogate)."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    encode: Callable[[Any], bytes] = msgspec.json.encode
+    try:
+        members = [encode(m) for m in group.members]
+        topics = [encode(t) for t in group.topics]
+        head = b"{" if group_id is None else b'{"group_id":' + encode(group_id) + b","
+    except UnicodeEncodeError:
+        return None
+    return encode, members, topics, head
 
 
 def _runs_by_member(

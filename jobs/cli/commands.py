@@ -13,9 +13,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from planner.errors import InputError, RebalanceError
 from schemas.status import GenerationStatus
+
+if TYPE_CHECKING:
+    from jobs.io.lake import Lake
 
 
 def _add_assign(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -468,12 +472,8 @@ def _add_migration(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def _migration(args: argparse.Namespace) -> int:
     from jobs.cli.migration import format_readiness, latest
-    from jobs.config import Config
-    from jobs.io.lake import Lake
 
-    lake = Lake(Config.from_env(lake=args.lake).lake)
-    if not lake.exists("migration_readiness"):
-        raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
+    lake = _planned_lake(args.lake, "migration_readiness")
     print(format_readiness(latest(lake, args.group, args.generation)))
     return 0
 
@@ -489,14 +489,21 @@ def _add_diff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     from jobs.cli.diff import format_diff, stored
+
+    lake = _planned_lake(args.lake, "plan_diffs")
+    print(format_diff(stored(lake, args.group, args.generation, args.strategy)))
+    return 0
+
+
+def _planned_lake(root: str | None, table: str) -> Lake:
+    """The lake a command reads a planning run's `table` from; one line naming the lake when no run wrote it."""
     from jobs.config import Config
     from jobs.io.lake import Lake
 
-    lake = Lake(Config.from_env(lake=args.lake).lake)
-    if not lake.exists("plan_diffs"):
+    lake = Lake(Config.from_env(lake=root).lake)
+    if not lake.exists(table):
         raise InputError(f"--lake: no lake at {lake.root} (run the nightly pipeline, e.g. `rebalance run`, first)")
-    print(format_diff(stored(lake, args.group, args.generation, args.strategy)))
-    return 0
+    return lake
 
 
 def _add_metrics(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

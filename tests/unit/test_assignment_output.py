@@ -8,6 +8,7 @@ import json
 import sys
 
 import pytest
+from assign_groups import groups
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,9 @@ from planner import assign
 from planner.assignment import compact_json, expand_compact, write_json
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+# Some non-ASCII and quoted names: the output is UTF-8 JSON whatever the stream.
+TOPIC_NAMES = ["a", "b", "t-é", "日本", "z"]
+MEMBER_NAMES = ["m0", "m1", "M2", "ü3", "m 4", 'q"5']
 
 # X owns three of four partitions; the quota is 2, so X gives up b-1 to the new member Z. Cooperative-sticky
 # withholds b-1 this round (X still owns it), so its target differs from its assignment.
@@ -26,25 +30,7 @@ MOVING = {
         "Z": {"topics": ["a", "b"]},
     },
 }
-
-
-@st.composite
-def groups(draw: st.DrawFn) -> dict:
-    """Random topics (some with non-ASCII names), members, subscriptions and previous ownership."""
-    topics = draw(st.dictionaries(st.sampled_from(["a", "b", "t-é", "日本", "z"]), st.integers(0, 9), min_size=1))
-    names = draw(st.lists(st.sampled_from(["m0", "m1", "M2", "ü3", "m 4", 'q"5']), min_size=1, unique=True))
-    parts = [(t, p) for t, n in topics.items() for p in range(n)]
-    return {
-        "topics": topics,
-        "members": {
-            m: {
-                "topics": draw(st.lists(st.sampled_from(sorted(topics)), unique=True)),
-                "owned": draw(st.lists(st.sampled_from(parts), max_size=8)) if parts else [],
-                "generation": draw(st.integers(1, 3)),
-            }
-            for m in names
-        },
-    }
+GROUPS = groups(TOPIC_NAMES, MEMBER_NAMES, members=(1, None))
 
 
 def _written(result, stream_kind: str, *, compact: bool, **kw) -> dict:
@@ -71,14 +57,14 @@ def _written(result, stream_kind: str, *, compact: bool, **kw) -> dict:
 
 
 @settings(max_examples=40, deadline=None)
-@given(groups(), st.sampled_from(STRATEGIES), st.sampled_from(["str", "bytes", "utf-8", "ascii"]))
+@given(GROUPS, st.sampled_from(STRATEGIES), st.sampled_from(["str", "bytes", "utf-8", "ascii"]))
 def test_full_form_is_to_json(group: dict, strategy: str, stream_kind: str) -> None:
     result = assign(strategy, group)
     assert _written(result, stream_kind, compact=False) == result.to_json()
 
 
 @settings(max_examples=40, deadline=None)
-@given(groups(), st.sampled_from(STRATEGIES))
+@given(GROUPS, st.sampled_from(STRATEGIES))
 def test_compact_form_round_trips(group: dict, strategy: str) -> None:
     result = assign(strategy, group)
     compact = _written(result, "bytes", compact=True)

@@ -8,6 +8,7 @@ import io
 import msgspec
 import numpy as np
 import pytest
+from assign_groups import groups
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -28,24 +29,7 @@ from planner.assignment import (
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform")
 # Names a group may carry: plain, spaced, quoted, escaped, non-ASCII, terminal controls, bidi, a 4-byte character.
 NAMES = ["a", "b-1", "m 4", 'q"5', "back\\slash", "t-é", "日本", "ctl\x1b[31m", "del\x7f", "\u202etxt", "c1\x85", "🙂"]
-
-
-@st.composite
-def groups(draw: st.DrawFn) -> dict:
-    topics = draw(st.dictionaries(st.sampled_from(NAMES), st.integers(0, 9), min_size=1, max_size=4))
-    members = draw(st.lists(st.sampled_from(NAMES + ["m0", "m1", "m2"]), max_size=5, unique=True))
-    parts = [(t, p) for t, n in topics.items() for p in range(n)]
-    return {
-        "topics": topics,
-        "members": {
-            m: {
-                "topics": draw(st.lists(st.sampled_from(sorted(topics)), unique=True)),
-                "owned": draw(st.lists(st.sampled_from(parts), max_size=8)) if parts else [],
-                "generation": draw(st.integers(1, 3)),
-            }
-            for m in members
-        },
-    }
+GROUPS = groups(NAMES, [*NAMES, "m0", "m1", "m2"], members=(0, 5), max_topics=4)
 
 
 def _msgspec_full(result, group_id: str | None) -> bytes:  # noqa: ANN001
@@ -54,14 +38,14 @@ def _msgspec_full(result, group_id: str | None) -> bytes:  # noqa: ANN001
 
 
 @settings(max_examples=150, deadline=None)
-@given(groups(), st.sampled_from(STRATEGIES), st.sampled_from([None, "g", "grp\u202e"]))
+@given(GROUPS, st.sampled_from(STRATEGIES), st.sampled_from([None, "g", "grp\u202e"]))
 def test_the_bulk_encoding_is_msgspec_s(group: dict, strategy: str, group_id: str | None) -> None:
     result = assign(strategy, group)
     assert _encode_full(result, group_id) == _msgspec_full(result, group_id)
 
 
 @settings(max_examples=150, deadline=None)
-@given(groups(), st.sampled_from(STRATEGIES), st.sampled_from([None, "g"]))
+@given(GROUPS, st.sampled_from(STRATEGIES), st.sampled_from([None, "g"]))
 def test_the_bulk_compact_encoding_is_msgspec_s(group: dict, strategy: str, group_id: str | None) -> None:
     result = assign(strategy, group)
     head = {} if group_id is None else {"group_id": group_id}
@@ -100,7 +84,7 @@ def _through_safe_writer(result, *, bytes_layer: bool, monkeypatch) -> bytes:  #
 
 
 @settings(max_examples=60, deadline=None)
-@given(groups(), st.sampled_from(STRATEGIES))
+@given(GROUPS, st.sampled_from(STRATEGIES))
 def test_the_bytes_layer_writes_what_the_text_layer_writes(group: dict, strategy: str) -> None:
     result = assign(strategy, group)
     with pytest.MonkeyPatch.context() as mp:
