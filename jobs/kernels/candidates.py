@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
-from jobs.kernels.group_spec import group_spec, partition_ids
+from jobs.kernels.group_spec import bounds, group_spec, partition_ids
 from jobs.kernels.loads import Loads, choose
 from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
@@ -122,10 +122,8 @@ def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
         yield rows
         return
     rows = rows.take(pc.sort_indices(ids)).combine_chunks()  # one take, then zero-copy slices
-    ids = rows.column("group_id")
-    edges = np.flatnonzero(pc.not_equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)) + 1
-    for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(ids)], strict=True):
-        yield rows.slice(start, end - start)
+    for start, end in zip(*bounds(rows.column("group_id")), strict=True):
+        yield rows.slice(int(start), int(end - start))
 
 
 def build_group(

@@ -106,7 +106,7 @@ class _Today:
         key = batch.partition_base[batch.group_of[row[inside]]] + part[inside]
         order = np.lexsort((position[row[inside]], key))
         key, holder = key[order], row[inside][order]
-        last = np.flatnonzero(np.append(key[1:] != key[:-1], True)) if len(key) else key  # no member holds any
+        last = np.flatnonzero(np.append(key[1:] != key[:-1], key.size > 0))  # each key's last holder (none: none)
         key, holder = key[last], holder[last]
         self.owner = np.full(int(batch.partition_base[-1]), -1, dtype=np.int64)
         self.owner[key] = holder - batch.starts[batch.group_of[holder]]
