@@ -78,9 +78,11 @@ test-jvm: install
 	mvn -q -B -Dstyle.color=never -f $(APPLY_JVM)/pom.xml package
 
 # Everything CI must prove: lint, format, types, the Java appliers' tests, the unit and integration tiers (demo,
-# cluster, Connect, scheduler).
+# cluster, Connect, scheduler). The suite mostly waits on brokers, schedulers and JVMs, so it runs as TEST_WORKERS
+# pytest processes (pytest-xdist), each test file whole in one of them (its module fixtures start once).
+TEST_WORKERS ?= 2
 test: lint typecheck test-jvm
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: install
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

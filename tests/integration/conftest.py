@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jobs.airflow.environment import configure
+from jobs.airflow.environment import REPO, configure
 
+# Under two pytest workers each has its own Airflow home: one SQLite metadatabase per process (shared, `dag.test()`
+# runs in both would wait on each other's locks). A run without workers keeps the configured home.
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["AIRFLOW_HOME"] = str(Path(os.environ.get("AIRFLOW_HOME") or REPO / ".airflow") / "workers" / worker)
 configure()
 
 from fixtures_kafka import *  # noqa: F401,F403,E402
