@@ -70,6 +70,10 @@ class RunContext:
     config: Config
     run_id: str
     trigger: str = "manual"
+    # False: no step of this run runs Python on executors (a what-if plans and gates its one group in this process),
+    # so a new session on a cluster or a Connect server checks only that they see the lake: a first Python task
+    # there starts a Python worker for the session, seconds of a what-if meant to answer in a few.
+    executor_python: bool = True
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
@@ -109,15 +113,16 @@ class RunContext:
 
     def _session(self, get_spark: Callable[[str], SparkSession]) -> SparkSession:
         """A new session; on a cluster or a Connect server, checked first: its executors run the kernels' Python
-        and see the lake (`jobs.io.spark_preflight`)."""
+        (unless no step here runs Python on them) and see the lake (`jobs.io.spark_preflight`)."""
         from jobs.io.spark import SparkSettings
-        from jobs.io.spark_preflight import check_executors
+        from jobs.io.spark_preflight import check_executors, check_lake
 
         spark = get_spark(self.config.spark_master)
         settings = SparkSettings.from_env(master=self.config.spark_master)
         if not settings.is_local:
             local = str(self.lake.local) if self.lake.local is not None else None
-            check_executors(spark, settings.remote or settings.master, local)
+            check = check_executors if self.executor_python else check_lake
+            check(spark, settings.remote or settings.master, local)
         return spark
 
     @property
@@ -155,10 +160,16 @@ class RunContext:
 
     @classmethod
     def create(
-        cls, config: Config, run_id: str | None = None, *, trigger: str = "manual", spark: SparkSession | None = None
+        cls,
+        config: Config,
+        run_id: str | None = None,
+        *,
+        trigger: str = "manual",
+        spark: SparkSession | None = None,
+        executor_python: bool = True,
     ) -> RunContext:
         """A context for `run_id` (a new unique id when None), optionally on an existing Spark session."""
-        return cls(config, run_id or new_run_id(trigger), trigger, _spark=spark)
+        return cls(config, run_id or new_run_id(trigger), trigger, executor_python, _spark=spark)
 
 
 def check_java() -> None:

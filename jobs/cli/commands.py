@@ -335,7 +335,8 @@ def _what_if(args: argparse.Namespace) -> int:
         "add_members": args.add_members,
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
-    ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
+    config = pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake})
+    ctx = RunContext.create(config, executor_python=False)  # one group: planned and gated in this process
     pipeline.warm_up(ctx)
     try:
         if not ctx.embedded:
