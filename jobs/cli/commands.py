@@ -336,7 +336,7 @@ def _what_if(args: argparse.Namespace) -> int:
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
     config = pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake})
-    ctx = RunContext.create(config, executor_python=False)  # one group: planned and gated in this process
+    ctx = RunContext.create(config, one_group=True)
     pipeline.warm_up(ctx)
     try:
         if not ctx.embedded:

@@ -51,6 +51,12 @@ SQL_CONF = {
     "spark.sql.execution.pythonUDF.arrow.enabled": "true",
 }
 
+# A one-group run's session (a what-if): its queries read a few hundred rows, where compiling each plan's generated
+# Java (Janino) costs more CPU than it saves, 1.5 s of a what-if's 14 s on 2 cores; so whole-stage code generation
+# is off (spark.sql.codegen.wholeStage) and expressions are interpreted (SQLConf.CODEGEN_FACTORY_MODE, an internal
+# setting: CodeGeneratorWithInterpretedFallback reads it). Same results: both forms run the same expressions.
+ONE_GROUP_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
 # What executor code imports, relative to the repository root: the pure domain, the contracts and the kernels.
 SHIPPED = ("planner", "schemas", "jobs/__init__.py", "jobs/kernels")
 ROOT = Path(__file__).resolve().parents[2]
