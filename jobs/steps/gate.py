@@ -151,9 +151,9 @@ def run(ctx: RunContext) -> StepResult:
     if len(generations) == 1:
         # One group's chosen plan: its rows come to this process once and GX validates them there (its pandas
         # engine), where over Spark it would run a job per metric (a round trip each, over Spark Connect).
-        rows = check.toArrow().to_pandas()
+        here = check.toArrow().to_pandas()
         importing.join()
-        results, failing = _validate_and_split(rows, check)
+        results, failing = _validate_and_split(here, check)
     else:
         frame = check.persist()
         try:
