@@ -28,8 +28,6 @@ from planner.errors import SourceError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.io.spark import SparkSettings
-
 
 def new_run_id(trigger: str = "manual") -> str:
     """A run id in Airflow's style plus a random suffix, unique even for runs started in the same millisecond."""
@@ -73,9 +71,10 @@ class RunContext:
     run_id: str
     trigger: str = "manual"
     # A run of one group (a what-if): its steps plan and gate it in this process, so its new session runs its few
-    # hundred rows' queries interpreted (`jobs.io.spark.ONE_GROUP_CONF`) and, on a cluster or a Connect server,
-    # checks only that the executors see the lake: a first Python task there starts a Python worker for the session,
-    # seconds of a what-if meant to answer in a few.
+    # hundred rows' queries interpreted (`jobs.io.spark.ONE_GROUP_CONF`), a new driver has no Delta connector (its
+    # steps read Parquet files: `get_spark`'s `delta`) and, on a cluster or a Connect server, checks only that the
+    # executors see the lake: a first Python task there starts a Python worker for the session, seconds of a
+    # what-if meant to answer in a few.
     one_group: bool = False
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
@@ -114,7 +113,7 @@ class RunContext:
             self._starting = pool.submit(self._session, get_spark)
             pool.shutdown(wait=False)
 
-    def _session(self, get_spark: Callable[[SparkSettings], SparkSession]) -> SparkSession:
+    def _session(self, get_spark: Callable[..., SparkSession]) -> SparkSession:
         """A new session; on a cluster or a Connect server, checked first: its executors run the kernels' Python
         (unless no step here runs Python on them) and see the lake (`jobs.io.spark_preflight`)."""
         from jobs.io.spark import ONE_GROUP_CONF, SparkSettings
@@ -123,7 +122,7 @@ class RunContext:
         settings = SparkSettings.from_env(master=self.config.spark_master)
         if self.one_group:  # the environment's settings still come last
             settings = replace(settings, conf=(*ONE_GROUP_CONF.items(), *settings.conf))
-        spark = get_spark(settings)
+        spark = get_spark(settings, delta=not self.one_group)
         if not settings.is_local:
             local = str(self.lake.local) if self.lake.local is not None else None
             check = check_lake if self.one_group else check_executors
