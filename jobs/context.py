@@ -15,7 +15,7 @@ import shutil
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,12 @@ class RunContext:
     config: Config
     run_id: str
     trigger: str = "manual"
+    # A run of one group (a what-if): its steps plan and gate it in this process, so its new session runs its few
+    # hundred rows' queries interpreted (`jobs.io.spark.ONE_GROUP_CONF`), a new driver has no Delta connector (its
+    # steps read Parquet files: `get_spark`'s `delta`) and, on a cluster or a Connect server, checks only that the
+    # executors see the lake: a first Python task there starts a Python worker for the session, seconds of a
+    # what-if meant to answer in a few.
+    one_group: bool = False
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
@@ -107,17 +113,20 @@ class RunContext:
             self._starting = pool.submit(self._session, get_spark)
             pool.shutdown(wait=False)
 
-    def _session(self, get_spark: Callable[[str], SparkSession]) -> SparkSession:
+    def _session(self, get_spark: Callable[..., SparkSession]) -> SparkSession:
         """A new session; on a cluster or a Connect server, checked first: its executors run the kernels' Python
-        and see the lake (`jobs.io.spark_preflight`)."""
-        from jobs.io.spark import SparkSettings
-        from jobs.io.spark_preflight import check_executors
+        (unless no step here runs Python on them) and see the lake (`jobs.io.spark_preflight`)."""
+        from jobs.io.spark import ONE_GROUP_CONF, SparkSettings
+        from jobs.io.spark_preflight import check_executors, check_lake
 
-        spark = get_spark(self.config.spark_master)
         settings = SparkSettings.from_env(master=self.config.spark_master)
+        if self.one_group:  # the environment's settings still come last
+            settings = replace(settings, conf=(*ONE_GROUP_CONF.items(), *settings.conf))
+        spark = get_spark(settings, delta=not self.one_group)
         if not settings.is_local:
             local = str(self.lake.local) if self.lake.local is not None else None
-            check_executors(spark, settings.remote or settings.master, local)
+            check = check_lake if self.one_group else check_executors
+            check(spark, settings.remote or settings.master, local)
         return spark
 
     @property
@@ -155,10 +164,17 @@ class RunContext:
 
     @classmethod
     def create(
-        cls, config: Config, run_id: str | None = None, *, trigger: str = "manual", spark: SparkSession | None = None
+        cls,
+        config: Config,
+        run_id: str | None = None,
+        *,
+        trigger: str = "manual",
+        spark: SparkSession | None = None,
+        one_group: bool = False,
     ) -> RunContext:
-        """A context for `run_id` (a new unique id when None), optionally on an existing Spark session."""
-        return cls(config, run_id or new_run_id(trigger), trigger, _spark=spark)
+        """A context for `run_id` (a new unique id when None), optionally on an existing Spark session; `one_group`:
+        the run plans one group (see the field)."""
+        return cls(config, run_id or new_run_id(trigger), trigger, one_group, _spark=spark)
 
 
 def check_java() -> None:

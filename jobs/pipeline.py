@@ -180,14 +180,18 @@ def step(ctx: RunContext, name: str, params: Mapping[str, Any]) -> StepResult:
     return result
 
 
-def warm_up(ctx: RunContext) -> None:
-    """Start the JVM and import Great Expectations in the background, each on its own core, while the first steps
-    run: a what-if's scenario takes a fraction of a second, so its plan step would otherwise wait for both in turn
-    (2.5 s of JVM, then 2.7 s of GX's import inside the gate)."""
+def warm_up(config: Config, *, one_group: bool = False) -> RunContext:
+    """A context for a run that needs Spark and Great Expectations soon (a what-if), with both warming up in the
+    background, each on its own core, while the first steps run: a what-if's scenario takes a fraction of a second,
+    so its plan step would otherwise wait for both in turn (2.5 s of JVM, then 2.7 s of GX's import inside the gate).
+    GX's import starts first, before the context is built: over Spark Connect it is the longest wait of all."""
+    from jobs.context import RunContext
     from jobs.steps.gate import import_in_background
 
-    ctx.start_spark()
     import_in_background()
+    ctx = RunContext.create(config, one_group=one_group)
+    ctx.start_spark()
+    return ctx
 
 
 def run_step(name: str, params: Mapping[str, Any], run_id: str, trigger: str) -> StepResult:

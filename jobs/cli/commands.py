@@ -326,7 +326,6 @@ def _add_what_if(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.cli.skew_options import parse_counts
-    from jobs.context import RunContext
     from jobs.what_if_answer import answer, as_json, format_answer
 
     params = {
@@ -335,8 +334,9 @@ def _what_if(args: argparse.Namespace) -> int:
         "add_members": args.add_members,
         "remove_members": [m for m in args.remove_members.split(",") if m],
     }
-    ctx = RunContext.create(pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}))
-    pipeline.warm_up(ctx)
+    ctx = pipeline.warm_up(
+        pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}), one_group=True
+    )
     try:
         if not ctx.embedded:
             _ = ctx.spark  # a cluster's or a Connect server's executors are checked before the scenario is written

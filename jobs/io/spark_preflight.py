@@ -2,6 +2,8 @@
 see the lake? One small job answers both, so a worker without NumPy or pyarrow, or a lake directory the server
 cannot see, is one line before any work instead of a Python traceback from inside a task minutes later.
 
+A run whose steps run no Python on the executors (a what-if) asks only the second question, without Python
+(`check_lake`).
 Embedded (`local`) sessions need no check: their executors are this process's JVM and run this interpreter.
 """
 
@@ -59,6 +61,20 @@ def check_executors(spark: SparkSession, where: str, lake_dir: str | None) -> No
             f"lake {lake_dir}: the executors of {where} do not see this directory; put the lake on storage they "
             "share (s3://bucket/prefix), or run them on this host"
         )
+
+
+def check_lake(spark: SparkSession, where: str, lake_dir: str | None) -> None:
+    """The lake half of `check_executors` without a Python task: a task reads one commit of the lake's `snapshots`
+    table (made when the run's context was built); a SourceError naming `where` when it cannot."""
+    if lake_dir is None:
+        return
+    try:
+        spark.read.text(f"{lake_dir}/snapshots/_delta_log/*.json").limit(1).collect()
+    except Exception as e:  # PATH_NOT_FOUND from the driver's listing, or the task's read failing
+        raise SourceError(
+            f"lake {lake_dir}: the executors of {where} do not see this directory ({_cause(e)}); put the lake on "
+            "storage they share (s3://bucket/prefix), or run them on this host"
+        ) from None
 
 
 def _cause(error: Exception) -> str:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from threading import Thread
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -30,6 +30,9 @@ from jobs.io.spark import local_frame
 from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.tables import PLANS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CHOSEN = pa.schema([("generation_id", pa.int64()), ("group_id", pa.string()), ("strategy", pa.string())])
 DETAIL_ROWS = 20  # failing rows kept per generation and expectation in gate_results.details
@@ -81,11 +84,11 @@ def import_in_background() -> Thread:
 
 
 def validate(
-    frame: DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
+    frame: DataFrame | pd.DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
 ) -> list[dict[str, Any]]:
-    """Run the suite with Great Expectations; one result per expectation: verdict and, unless the result format
-    is BOOLEAN_ONLY, the unexpected count and the first unexpected rows (DETAIL_ROWS of them, whichever
-    generations they belong to)."""
+    """Run the suite with Great Expectations on a Spark or a pandas frame (GX's engine of that name); one result
+    per expectation: verdict and, unless the result format is BOOLEAN_ONLY, the unexpected count and the first
+    unexpected rows (DETAIL_ROWS of them, whichever generations they belong to)."""
     import_great_expectations()
     import great_expectations as gx
     import great_expectations.expectations as gxe
@@ -94,8 +97,9 @@ def validate(
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    sources = context.data_sources
     batch = (
-        context.data_sources.add_spark("lake")
+        (sources.add_spark("lake") if isinstance(frame, DataFrame) else sources.add_pandas("lake"))
         .add_dataframe_asset("plan_check")
         .add_batch_definition_whole_dataframe("run")
     )
@@ -141,19 +145,23 @@ def run(ctx: RunContext) -> StepResult:
     chosen = local_frame(
         spark, [(g["generation_id"], g["group_id"], g["chosen_strategy"]) for g in generations], CHOSEN
     )
-    frame = plan_check(chosen_plans(spark, lake, generations), snapshot, partitions, chosen).persist()
-    try:
-        # Great Expectations takes seconds to import, and the frame seconds to build: one while the other runs.
-        importing = import_in_background()
-        frame.count()
+    check = plan_check(chosen_plans(spark, lake, generations), snapshot, partitions, chosen)
+    # Great Expectations takes seconds to import, and the frame seconds to build: one while the other runs.
+    importing = import_in_background()
+    if len(generations) == 1:
+        # One group's chosen plan: its rows come to this process once and GX validates them there (its pandas
+        # engine), where over Spark it would run a job per metric (a round trip each, over Spark Connect).
+        here = check.toArrow().to_pandas()
         importing.join()
-        results = validate(frame, result_format={"result_format": "BOOLEAN_ONLY"})
-        failed = {r["expectation"] for r in results if not r["success"]}
-        # Only a failure needs counting: GX counts again, on the failed expectations alone, for the split to match.
-        counted = validate(frame, suite_of(failed)) if failed else []
-        failing = {r["expectation"]: unexpected_by_generation(frame, r) for r in counted}
-    finally:
-        frame.unpersist()
+        results, failing = _validate_and_split(here, check)
+    else:
+        frame = check.persist()
+        try:
+            frame.count()
+            importing.join()
+            results, failing = _validate_and_split(frame, frame)
+        finally:
+            frame.unpersist()
     rows, passed = [], {}
     for g in generations:
         key = (g["generation_id"], g["group_id"])
@@ -173,6 +181,18 @@ def run(ctx: RunContext) -> StepResult:
         passed[g["group_id"]] = all(row["success"] for row in rows[-len(results) :]) if results else True
     lake.merge("gate_results", rows_table("gate_results", rows))
     return StepResult(tuple({"group_id": g, "passed": ok} for g, ok in sorted(passed.items())))
+
+
+def _validate_and_split(
+    checked: DataFrame | pd.DataFrame, frame: DataFrame
+) -> tuple[list[dict[str, Any]], dict[str, dict[tuple[int, str], tuple[int, list[dict[str, Any]]]]]]:
+    """The suite's verdicts on `checked` (the plan-check rows, in Spark or in this process), and each failed
+    expectation's unexpected rows split by generation over `frame` (the same rows in Spark)."""
+    results = validate(checked, result_format={"result_format": "BOOLEAN_ONLY"})
+    failed = {r["expectation"] for r in results if not r["success"]}
+    # Only a failure needs counting: GX counts again, on the failed expectations alone, for the split to match.
+    counted = validate(checked, suite_of(failed)) if failed else []
+    return results, {r["expectation"]: unexpected_by_generation(frame, r) for r in counted}
 
 
 def run_plans(spark: SparkSession, lake: Lake, generations: Mapping[str, int]) -> DataFrame:

@@ -5,7 +5,8 @@ Extract the snapshot's members, partition counts and load measurements (`jobs.ta
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
 `plan_metrics`, the chosen strategy and load source to `generations`. Nothing the size of a plan passes through
-the driver.
+the driver. A run of one group (a what-if) runs the same kernel in this process, on the rows Spark read
+(`plan_here`): one group is one task's work anyway, and a Python worker's start would cost more than its planning.
 
 Generation ids are allocated under the lake lock: they increase per group, are never reused, and a re-run of the
 same run id gets the same ids back; each commit replaces every row of those generations (one Delta transaction
@@ -54,12 +55,16 @@ MEMBER_COLUMNS = (
     "rack",
 )
 
+GENERATION_IDS = pa.schema(
+    [("group_id", pa.string()), ("generation_id", pa.int64()), ("previous_snapshot", pa.string())]
+)
+# A load measurement's columns beyond the group (`jobs.tables.plan_loads.COLUMNS`), as Spark types them.
+MEASUREMENT_COLUMNS = (("topic", "string"), ("partition", "int"), ("source", "string"), ("value", "double"))
+WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
+
 # Member rows carry whole ownership lists (500,000 pairs for one member is possible): Spark sizes each Arrow batch
 # it feeds a Python worker by re-measuring it after every row, quadratic in a batch of long lists, unless the byte
 # limit is Int.MaxValue (BatchedPythonArrowInput.writeSizedBatch); batches stay bounded by maxRecordsPerBatch.
-GENERATION_IDS = pa.schema([("group_id", pa.string()), ("generation_id", pa.int64())])
-WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
-
 KERNEL_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 
 
@@ -117,7 +122,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     if not groups:
         return StepResult()
     topic_rows = lake.read_arrow(
-        "topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition_count", "topic_id"]
+        "topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition_count", "topic_id", "end_offset"]
     ).to_pylist()
     counts = {r["topic"]: r["partition_count"] for r in topic_rows}
     topic_ids = {r["topic"]: r["topic_id"] for r in topic_rows if r["topic_id"]}
@@ -129,12 +134,13 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
     settings = PlanSettings(strategies, counts, mode, lake.fs, tuple(t.name for t in WRITTEN), topic_ids)
-    with session_conf(spark, KERNEL_CONF), tasks_writing(lake):
-        outcome = (
-            kernel_input(spark, lake, run_id, snapshot, ids)
-            .mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME))
-            .toArrow()
-        )
+    previous = previous_snapshots(lake, run_id, groups)
+    loads = measurements(
+        spark, lake, run_id, snapshot, previous, ended=any(r["end_offset"] is not None for r in topic_rows)
+    )
+    rows = kernel_input(spark, snapshot, loads, ids, previous)
+    with tasks_writing(lake):
+        outcome = plan_here(rows, settings) if len(ids) == 1 else plan_in_tasks(spark, rows, settings, len(ids))
     written = outcome.filter(pc.is_valid(outcome.column("path")))
     for table in WRITTEN:
         files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
@@ -147,10 +153,29 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     return StepResult(tuple({"group_id": g, "generation_id": n} for g, n in sorted(ids.items())))
 
 
+def plan_here(rows: DataFrame, settings: PlanSettings) -> pa.Table:
+    """The kernel run in this process on the rows Spark read: one group is one task's work anyway, and its rows are
+    few, so it plans without a Python worker's start (1-2 s of a what-if, more on a Connect server, where each
+    session starts its own) or the rows' round trip through it; the files are written and returned as a task's."""
+    batches = rows.toArrow().to_batches()
+    return pa.Table.from_batches(list(plan_kernel(settings)(batches)), schema=OUTCOME)
+
+
+def plan_in_tasks(spark: SparkSession, rows: DataFrame, settings: PlanSettings, groups: int) -> pa.Table:
+    """The kernel run by Spark tasks (mapInArrow) on the rows hash-partitioned by group, so that a task sees each of
+    its groups whole; only the outcome rows come back."""
+    tasks = max(1, min(groups, int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
+    with session_conf(spark, KERNEL_CONF):
+        return (
+            rows.repartition(tasks, "group_id").mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME)).toArrow()
+        )
+
+
 @contextmanager
 def tasks_writing(lake: Lake) -> Iterator[None]:
-    """The kernel's tasks write Parquet into the lake: a task that fails for an OS error there (a full disk, a
-    permission) is one line naming the cause; its files were never committed, so the tables read as before."""
+    """The kernel writes Parquet into the lake: a kernel that fails for an OS error there (a full disk, a
+    permission), in a task or in this process, is one line naming the cause; its files were never committed, so the
+    tables read as before."""
     from pyspark.errors import PythonException
 
     try:
@@ -159,23 +184,30 @@ def tasks_writing(lake: Lake) -> Iterator[None]:
         found = re.search(r"OSError: \[Errno (\d+)\]", str(e))
         if found is None:
             raise
-        code = int(found[1])
-        cause = f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
-        raise SourceError(f"lake {lake.root}: writing the plans' files failed: {cause}") from None
+        raise SourceError(f"lake {lake.root}: writing the plans' files failed: {_strerror(int(found[1]))}") from None
+    except OSError as e:
+        if e.errno is None:
+            raise
+        raise SourceError(f"lake {lake.root}: writing the plans' files failed: {_strerror(e.errno)}") from None
+
+
+def _strerror(code: int) -> str:
+    return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
 
 
 def kernel_input(
-    spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame, ids: Mapping[str, int]
+    spark: SparkSession, snapshot: DataFrame, loads: DataFrame | None, ids: Mapping[str, int], previous: pa.Table
 ) -> DataFrame:
-    """The kernel's rows: each group's members (with its generation id and previous snapshot) and its load
-    measurements, hash-partitioned by group so that a task sees each of its groups whole."""
+    """The kernel's rows: each group's members, with its generation id and previous snapshot (`previous`:
+    `previous_snapshots`' table), and its load measurements (`loads`, None when there are none)."""
+    before = dict(zip(*(previous.column(c).to_pylist() for c in ("group_id", "previous_snapshot")), strict=True))
     # A broadcast join, not a literal map: Spark looks a map key up by scanning its entries, per row.
-    generation_of = F.broadcast(local_frame(spark, list(ids.items()), GENERATION_IDS))
-    previous = F.broadcast(previous_snapshots(spark, lake, run_id).select("group_id", "previous_snapshot"))
-    members = snapshot.select(*MEMBER_COLUMNS).join(previous, "group_id", "left")
-    rows = members.unionByName(measurements(spark, lake, run_id, snapshot), allowMissingColumns=True)
-    tasks = max(1, min(len(ids), int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
-    return rows.join(generation_of, "group_id").repartition(tasks, "group_id")
+    generation_of = F.broadcast(local_frame(spark, [(g, n, before.get(g)) for g, n in ids.items()], GENERATION_IDS))
+    members = snapshot.select(*MEMBER_COLUMNS).join(generation_of, "group_id")
+    if loads is None:  # the kernel reads a measurement's columns on every row: null on a member's
+        return members.select("*", *(F.lit(None).cast(kind).alias(name) for name, kind in MEASUREMENT_COLUMNS))
+    measured = loads.join(generation_of.drop("previous_snapshot"), "group_id")
+    return members.unionByName(measured, allowMissingColumns=True)
 
 
 def record_choices(lake: Lake, ids: Mapping[str, int], candidates: pa.Table) -> None:

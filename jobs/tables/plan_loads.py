@@ -10,52 +10,97 @@ Extract only: the kernel chooses among them (`jobs.kernels.loads`). The sources:
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+import functools
+import itertools
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.io.delta_stats import files_holding
 from jobs.io.lake import Lake
+from jobs.io.spark import local_frame
+from schemas.spec import TS
 from schemas.tables import WHAT_IF_SOURCE
 
 COLUMNS = ("group_id", "topic", "partition", "source", "value")
+PREVIOUS = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("previous_snapshot", pa.string()),
+        ("captured_at", TS),
+        ("previous_captured_at", TS),
+    ]
+)
 
 
-def measurements(spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame) -> DataFrame:
-    """Every load measurement of the groups in `snapshot` (the run's `snapshots` rows).
+def measurements(
+    spark: SparkSession, lake: Lake, run_id: str, snapshot: DataFrame, previous: pa.Table, *, ended: bool
+) -> DataFrame | None:
+    """Every load measurement of the groups in `snapshot` (the run's `snapshots` rows), None when no source can
+    have any: `previous` is `previous_snapshots`' table, `ended` whether the run's partitions have end offsets.
 
+    A source joins the query only when it can have rows (a file that may hold the run's rows; for throughput, end
+    offsets now and a previous snapshot): a what-if has none, and each source costs a cold JVM a second or more of
+    query compilation for no row.
     Only the per-group frames (a row per group, or per group and topic) are broadcast: Spark sizes a Parquet scan
     by its compressed bytes, so it would otherwise broadcast a million partition rows into the driver's heap.
     """
     subscribed = F.broadcast(snapshot.select("group_id", F.explode("topics").alias("topic")).distinct())
-    skew = lake.scan(spark, "key_skew", "run_id", [run_id]).where(F.col("current"))
-    skew = skew.join(subscribed, "topic")
-    offsets = lake.scan(spark, "partition_offsets", "snapshot_id", [run_id])
-    return (
-        _rows(skew, "messages", F.col("load"))
-        .unionByName(_rows(skew, "bytes", F.col("bytes") + F.coalesce(F.col("null_key_bytes"), F.lit(0.0))))
-        .unionByName(_rows(offsets, "lag", F.col("lag")))
-        .unionByName(throughput(spark, lake, run_id, subscribed))
+    sources = []
+    if _may_hold(lake, "key_skew", "run_id", run_id):
+        skew = lake.scan(spark, "key_skew", "run_id", [run_id]).where(F.col("current")).join(subscribed, "topic")
+        sources += [
+            _rows(skew, "messages", F.col("load")),
+            _rows(skew, "bytes", F.col("bytes") + F.coalesce(F.col("null_key_bytes"), F.lit(0.0))),
+        ]
+    if _may_hold(lake, "partition_offsets", "snapshot_id", run_id):
+        sources.append(_rows(lake.scan(spark, "partition_offsets", "snapshot_id", [run_id]), "lag", F.col("lag")))
+    if ended and previous.num_rows:
+        sources.append(throughput(spark, lake, run_id, subscribed, previous))
+    return functools.reduce(DataFrame.unionByName, sources) if sources else None
+
+
+def _may_hold(lake: Lake, name: str, key: str, value: str) -> bool:
+    """Whether a current file of table `name` may hold rows whose `key` is `value` (by the files' statistics)."""
+    return bool(files_holding(lake.table(name), key, [value]))
+
+
+def previous_snapshots(lake: Lake, run_id: str, groups: Sequence[str]) -> pa.Table:
+    """(group_id, previous_snapshot, captured_at, previous_captured_at) for each of `groups` in snapshot `run_id`
+    that has an earlier snapshot (by capture time, then id); what-if scenarios are never a previous snapshot.
+
+    A row per group, from each group's snapshot ids and times, read by delta-rs: a few rows per snapshot kept
+    (`maintain` expires the old ones), where a Spark window over the table would cost a cold JVM seconds.
+    """
+    rows = lake.read_arrow(
+        "snapshots", [("group_id", "in", list(groups))], ["snapshot_id", "group_id", "captured_at", "source"]
     )
-
-
-def previous_snapshots(spark: SparkSession, lake: Lake, run_id: str) -> DataFrame:
-    """(group_id, previous_snapshot, captured_at, previous_captured_at) for each group of snapshot `run_id` that
-    has an earlier snapshot (by capture time, then id)."""
-    taken = (
-        lake.scan(spark, "snapshots")
-        .where((F.col("source") != WHAT_IF_SOURCE) | (F.col("snapshot_id") == run_id))
-        .groupBy("group_id", "snapshot_id")
-        .agg(F.min("captured_at").alias("captured_at"))
+    # SQL's OR, as the filter was in Spark: a null source is no scenario's, but not known to be observed either.
+    scenario = pc.equal(rows.column("snapshot_id"), run_id)
+    observed = pc.or_kleene(pc.not_equal(rows.column("source"), WHAT_IF_SOURCE), scenario)
+    taken = rows.filter(observed).group_by(["group_id", "snapshot_id"]).aggregate([("captured_at", "min")])
+    # Spark's ascending order: a null time first, then by time, then by id.
+    order = sorted(
+        taken.to_pylist(),
+        key=lambda r: (r["group_id"], r["captured_at_min"] is not None, r["captured_at_min"] or 0, r["snapshot_id"]),
     )
-    order = Window.partitionBy("group_id").orderBy("captured_at", "snapshot_id")
-    return (
-        taken.withColumn("previous_snapshot", F.lag("snapshot_id").over(order))
-        .withColumn("previous_captured_at", F.lag("captured_at").over(order))
-        .where((F.col("snapshot_id") == run_id) & F.col("previous_snapshot").isNotNull())
-        .select("group_id", "previous_snapshot", "captured_at", "previous_captured_at")
-    )
+    found = [
+        {
+            "group_id": now["group_id"],
+            "previous_snapshot": before["snapshot_id"],
+            "captured_at": now["captured_at_min"],
+            "previous_captured_at": before["captured_at_min"],
+        }
+        for before, now in itertools.pairwise(order)
+        if now["snapshot_id"] == run_id and before["group_id"] == now["group_id"]
+    ]
+    return pa.Table.from_pylist(found, schema=PREVIOUS)
 
 
-def throughput(spark: SparkSession, lake: Lake, run_id: str, subscribed: DataFrame) -> DataFrame:
+def throughput(spark: SparkSession, lake: Lake, run_id: str, subscribed: DataFrame, previous: pa.Table) -> DataFrame:
     """Messages per second per partition of each group's `subscribed` topics since the group's previous snapshot."""
     ends = lake.scan(spark, "topic_partitions").where(F.col("end_offset").isNotNull())
     now = ends.where(F.col("snapshot_id") == run_id).select("topic", "partition", F.col("end_offset").alias("end"))
@@ -63,7 +108,8 @@ def throughput(spark: SparkSession, lake: Lake, run_id: str, subscribed: DataFra
         F.col("snapshot_id").alias("previous_snapshot"), "topic", "partition", F.col("end_offset").alias("start")
     )
     seconds = F.unix_micros("captured_at") / 1e6 - F.unix_micros("previous_captured_at") / 1e6
-    pairs = previous_snapshots(spark, lake, run_id).where(seconds > 0).join(subscribed, "group_id")
+    pairs = local_frame(spark, [tuple(r.values()) for r in previous.to_pylist()], PREVIOUS)
+    pairs = pairs.where(seconds > 0).join(subscribed, "group_id")
     grown = before.join(F.broadcast(pairs), ["previous_snapshot", "topic"]).join(
         now.hint("shuffle_merge"), ["topic", "partition"]
     )

@@ -286,3 +286,22 @@ def test_executors_that_cannot_see_a_local_lake_are_one_line(spark, tmp_path) ->
         f"lake {tmp_path / 'not-there'}: the executors of sc://elsewhere:15002 do not see this directory; put the "
         "lake on storage they share (s3://bucket/prefix), or run them on this host"
     )
+
+
+@pytest.mark.spark
+def test_a_one_group_run_checks_the_lake_without_a_python_task(spark, tmp_path) -> None:
+    # A what-if runs no Python on the executors: the lake (its tables made when the run's context is) is read by a
+    # JVM task alone, and an unseen one is the same line with Spark's cause.
+    from jobs.io.lake import Lake
+    from jobs.io.spark_preflight import check_lake
+
+    Lake(tmp_path / "lake").create_all()
+    check_lake(spark, "local", str(tmp_path / "lake"))  # seen: passes
+    with pytest.raises(SourceError) as unseen:
+        check_lake(spark, "sc://elsewhere:15002", str(tmp_path / "not-there"))
+    assert str(unseen.value).startswith(
+        f"lake {tmp_path / 'not-there'}: the executors of sc://elsewhere:15002 do not see this directory ("
+    )
+    assert str(unseen.value).endswith(
+        "); put the lake on storage they share (s3://bucket/prefix), or run them on this host"
+    )
