@@ -239,7 +239,7 @@ def run(
             started = time.perf_counter()
             results[name] = step(ctx, name, {})
             seconds[name] = time.perf_counter() - started
-            if name == "gate":
+            if name == "plan":
                 ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back
             release_memory()  # each step starts from what it needs, not from the peak of the one before
     except BaseException:

@@ -63,12 +63,6 @@ def _replace(
         table.create_write_transaction(actions, "append", table.schema())
 
 
-def files_with_generations(lake: Lake, name: str, generation_ids: Iterable[int]) -> list[str]:
-    """Spark URIs of table `name`'s current files that may hold rows of these generation ids (by the Delta file
-    statistics)."""
-    return [lake.store.spark_uri(name, f) for f in files_holding(lake.table(name), "generation_id", generation_ids)]
-
-
 def add_action(fs: pa_fs.FileSystem, name: str) -> AddAction:
     """The Delta add action of a Parquet file in the table's directory (`fs` rooted there), with statistics from
     its footer."""

@@ -305,10 +305,11 @@ def run(ctx: RunContext, options: SkewOptions | None = None, *, computed_at: dat
     """Measure key skew for run `ctx.run_id` and MERGE the four tables; a row per topic and candidate count: the
     summary, but for its run stamp and hot key (bytes, kept in the lake)."""
     options = options or SkewOptions()
-    spark, lake, run_id = ctx.spark, ctx.lake, ctx.run_id
+    lake, run_id = ctx.lake, ctx.run_id
     source = resolve(lake, options.input, columns=options.columns, sample_id=options.sample_id)
     if not source.units:
-        return StepResult()  # nothing sampled: nothing to measure or write
+        return StepResult()  # nothing sampled: nothing to measure or write, and no JVM started for it
+    spark = ctx.spark
     counts = dict(options.partitions) if options.partitions is not None else partition_counts(lake, run_id)
     previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))

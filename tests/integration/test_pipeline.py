@@ -89,9 +89,23 @@ def test_generation_ids_are_never_reused_even_when_a_group_skips_a_run(lake):
     assert plan.allocate_generations(lake, ["a", "b"], "r1", "r1", "manual", {}, T0) == {"a": 1, "b": 1}
 
 
-@pytest.mark.parametrize("alone", [False, True], ids=["every-group-in-spark", "one-group-in-this-process"])
-def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config, tmp_path, alone):
-    if alone:  # a run of one group: its plan check is validated by GX's pandas engine, split by Spark
+@pytest.mark.parametrize(
+    ("alone", "batch_rows"),
+    [(False, 1_000_000), (False, 40), (True, 1_000_000)],
+    ids=["every-group", "batches", "one-group"],
+)
+def test_the_gate_rejects_a_plan_that_breaks_the_invariants(
+    spark, lake, config, tmp_path, monkeypatch, alone, batch_rows
+):
+    # In batches of 40 rows at most the run's groups are validated in several batches: the same verdicts, counts and
+    # rows as in one.
+    monkeypatch.setattr(gate, "BATCH_ROWS", batch_rows)
+    batches: list[int] = []
+    whole = gate.group_batches
+    monkeypatch.setattr(
+        gate, "group_batches", lambda check, limit: [batches.append(b.num_rows) or b for b in whole(check, limit)]
+    )
+    if alone:  # a what-if's run: one group
         inventory = json.loads((DEMO / "fulfilment.json").read_text())[0]
         (tmp_path / "one").mkdir()
         (tmp_path / "one" / "inventory.json").write_text(json.dumps(inventory))
@@ -122,6 +136,7 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(spark, lake, config,
         ),
     )
     passed = gate.run(ctx).by_group("passed")
+    assert (len(batches) > 1) == (batch_rows == 40)
     others = {"audit-archiver": True, "clickstream-etl": True, "payments": True, "shipping": True}
     assert passed == {"inventory": False} | ({} if alone else others)
     report = {r["group_id"]: r for r in publish.run(ctx).rows}
