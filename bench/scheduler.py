@@ -82,7 +82,8 @@ def task_times(server: AirflowServer, dag_id: str, run: Mapping[str, Any]) -> di
     for task_id, downstream in upstream.items():
         for child in downstream:
             parents.setdefault(child, []).append(task_id)
-    ended = {t["task_id"]: at(t["end_date"]) for t in tasks}
+    # A skipped upstream (the nightly's approval tasks when no approval is asked) ends too: its end counts.
+    ended = {t["task_id"]: at(t["end_date"]) for t in listed if t["end_date"]}
     queued = at(run["queued_at"]) or 0.0
     times = {}
     for t in tasks:
