@@ -21,7 +21,8 @@ APPLY_SOURCES := jvm/pom.xml $(APPLY_JVM)/pom.xml $(shell find $(APPLY_JVM)/src/
 # Last, the driver JVM's class archive (jobs/io/spark_cds.py): a training run (jobs/spark_archive.py) of about a
 # minute, once per Java and set of jars (it returns at once when the archive is there), that halves Spark start-up.
 install: system $(STAMP) $(JVM_STAMP) $(APPLY_JARS)
-	@$(BIN)/python -m jobs.spark_archive >/dev/null
+	@$(BIN)/python -m jobs.spark_archive >/dev/null 2>.cache/spark-archive.log \
+	  || { tail -n 20 .cache/spark-archive.log >&2; echo "the class archive's training run failed: .cache/spark-archive.log" >&2; exit 1; }
 
 # Re-install only when the pins or the project's metadata change.
 $(STAMP): constraints.txt pyproject.toml
