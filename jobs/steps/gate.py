@@ -6,7 +6,8 @@ rows) and GX validates it with its pandas engine. Groups go in batches of about 
 check built and validated alone, so memory stays bounded however many groups a run has (10,000 groups: 1.8 GB peak,
 3.7 GB when built at once); a group's rows are always in one batch, so every expectation, uniqueness too, sees each
 group whole. Over Spark the same suite cost a job per metric (about 20 s for a thousand groups, most of it building
-the frame; 4 s now), and the gate needs no JVM: an Airflow task gating a run starts none. GX first gives each expectation's verdict alone (result format BOOLEAN_ONLY, the fewest passes); only
+the frame; 4 s now), and the gate needs no JVM: an Airflow task gating a run starts none.
+GX first gives each expectation's verdict alone (result format BOOLEAN_ONLY, the fewest passes); only
 when one fails in a batch does GX count again (SUMMARY, the failed ones alone) and the batch's unexpected rows are
 split by generation (counts, and the first rows of each as the details) by restating the expectation's rule. A
 failure that cannot be split that way (an expectation type the split does not know, or a total that disagrees with
@@ -30,6 +31,7 @@ from jobs.io.lake import Lake, rows_table
 from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.rows import Generation
+from schemas.tables import PLANS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,24 +65,15 @@ def chosen_plans(lake: Lake, chosen: pa.Table) -> pa.Table:
     """The plan rows of each generation's chosen candidate (PLAN_KEY and member). One read per chosen strategy keeps,
     batch by batch, only the rows of the groups that chose it (every strategy's rows at once would be five times
     the rows, decoded: 3.7 GB for 10,000 groups); the join keeps each group's own generation."""
-    parts = []
-    for (strategy,), rows in _by_strategy(chosen):
+    columns = [*PLAN_KEY, "member"]
+    parts = [PLANS.schema.empty_table().select(columns)]
+    for strategy in sorted(set(pc.drop_null(chosen.column("strategy")).to_pylist())):
+        rows = chosen.filter(pc.equal(chosen.column("strategy"), strategy))
         groups = sorted(set(rows.column("group_id").to_pylist()))
         ids = sorted(set(rows.column("generation_id").to_pylist()))
         terms = [("strategy", "=", strategy), ("group_id", "in", groups), ("generation_id", "in", ids)]
-        parts.append(lake.read_arrow("plans", terms, [*PLAN_KEY, "member"]).join(rows, list(CHOSEN.names)))
-    if not parts:
-        return pa.Table.from_pylist(
-            [], pa.schema([*CHOSEN, ("topic", pa.string()), ("partition", pa.int32()), ("member", pa.string())])
-        )
+        parts.append(lake.read_arrow("plans", terms, columns).join(rows, list(CHOSEN.names)))
     return pa.concat_tables(parts, promote_options="permissive")
-
-
-def _by_strategy(chosen: pa.Table) -> list[tuple[tuple[str], pa.Table]]:
-    """The chosen rows grouped by strategy, in strategy order (generations with none chosen left out)."""
-    named = chosen.filter(pc.is_valid(chosen.column("strategy")))
-    strategies = sorted(set(named.column("strategy").to_pylist()))
-    return [((s,), named.filter(pc.equal(named.column("strategy"), s))) for s in strategies]
 
 
 def plan_check(candidates: pa.Table, members: pa.Table, partitions: pa.Table, chosen: pa.Table) -> pa.Table:
