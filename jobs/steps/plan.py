@@ -5,8 +5,9 @@ Extract the snapshot's members, partition counts and load measurements (`jobs.ta
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
 `plan_metrics`, the chosen strategy and load source to `generations`. Nothing the size of a plan passes through
-the driver. A run of one group (a what-if) runs the same kernel in this process, on the rows Spark read
-(`plan_here`): one group is one task's work anyway, and a Python worker's start would cost more than its planning.
+the driver; the step's text names which executors ran the tasks. A run of one group (a what-if) runs the same
+kernel in this process, on the rows Spark read (`plan_here`): one group is one task's work anyway, and a Python
+worker's start would cost more than its planning.
 
 Generation ids are allocated under the lake lock: they increase per group, are never reused, and a re-run of the
 same run id gets the same ids back; each commit replaces every row of those generations (one Delta transaction
@@ -34,6 +35,7 @@ from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
 from jobs.io.spark import local_frame, session_conf
+from jobs.io.spark_tasks import describe, job_group, task_split
 from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
 from jobs.tables.plan_loads import measurements, previous_snapshots
@@ -139,8 +141,14 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
         spark, lake, run_id, snapshot, previous, ended=any(r["end_offset"] is not None for r in topic_rows)
     )
     rows = kernel_input(spark, snapshot, loads, ids, previous)
+    split = ""
     with tasks_writing(lake):
-        outcome = plan_here(rows, settings) if len(ids) == 1 else plan_in_tasks(spark, rows, settings, len(ids))
+        if len(ids) == 1:
+            outcome = plan_here(rows, settings)
+        else:
+            with job_group(spark, "plan") as job:
+                outcome = plan_in_tasks(spark, rows, settings, len(ids))
+            split = f"plan: {len(ids)} groups in {describe(task_split(spark, job))}" if job else ""
     written = outcome.filter(pc.is_valid(outcome.column("path")))
     for table in WRITTEN:
         files = written.filter(pc.equal(written.column("table"), table.name)).column("path").to_pylist()
@@ -150,7 +158,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     written_metrics = [write_file(lake, PLAN_METRICS.name, metrics)] if metrics.num_rows else []
     replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
-    return StepResult(tuple({"group_id": g, "generation_id": n} for g, n in sorted(ids.items())))
+    return StepResult(tuple({"group_id": g, "generation_id": n} for g, n in sorted(ids.items())), split)
 
 
 def plan_here(rows: DataFrame, settings: PlanSettings) -> pa.Table:

@@ -95,8 +95,13 @@ def local_env() -> dict[str, str]:
 
 
 def standalone_env(cluster: Cluster, worker_python: Path) -> dict[str, str]:
+    """The cluster's settings, with one core per executor: the worker's two cores run two executors."""
     return engine_env(
-        master=cluster.master.url, python=str(worker_python), driver_host="127.0.0.1", driver_bind_address="127.0.0.1"
+        master=cluster.master.url,
+        python=str(worker_python),
+        driver_host="127.0.0.1",
+        driver_bind_address="127.0.0.1",
+        conf="spark.executor.cores=1",
     )
 
 

@@ -7,6 +7,7 @@ executors run must reach them in the code zip that `jobs.io.spark` ships. Every 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -108,7 +109,11 @@ def test_kernels_import_on_the_worker_from_the_zip_alone(worker_python: Path) ->
 @pytest.fixture(scope="session")
 def local_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """`rebalance run` on the demo files in local mode: the rows the other engines must reproduce."""
-    return _run(tmp_path_factory.mktemp("local-run"), local_env())
+    printed: list[str] = []
+    rows = _run(tmp_path_factory.mktemp("local-run"), local_env(), printed=printed)
+    [split] = [line for line in printed if line.startswith("plan: ")]
+    assert re.fullmatch(r"plan: 5 groups in 5 tasks on 1 executor \(driver on [\w.]+: 5 tasks, [\d.]+ s\)", split)
+    return rows
 
 
 @pytest.fixture(scope="session")
@@ -116,14 +121,23 @@ def local_skew(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return _skew(tmp_path_factory.mktemp("local-skew"), local_env())
 
 
-def _run(work: Path, env: dict[str, str], listeners: Listeners | None = None, s3: S3Server | None = None) -> dict:
-    """`rebalance run` on the demo files into a lake in `work`, or into a new bucket of `s3`; the lake's rows."""
+def _run(
+    work: Path,
+    env: dict[str, str],
+    listeners: Listeners | None = None,
+    s3: S3Server | None = None,
+    printed: list[str] | None = None,
+) -> dict:
+    """`rebalance run` on the demo files into a lake in `work`, or into a new bucket of `s3`; the lake's rows (and
+    the lines it printed, appended to `printed`)."""
     lake = f"s3://{s3.bucket()}/lake" if s3 else str(work / "lake")
     env = env | (s3.env() if s3 else {})
     args = ["run", "--snapshots", str(DEMO_FILES), "--lake", lake, "--run-id", f"engines-{work.name}"]
     done = rebalance(args, env, work, listeners)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "5 groups ingested, 1 inputs quarantined" in done.stdout
+    if printed is not None:
+        printed += done.stdout.splitlines()
     options = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ALLOW_HTTP": "true"} | s3.env() if s3 else {}
     rows = lake_rows(lake, RUN_TABLES, options)
     assert len(rows["plans"]) > 0 and len(rows["gate_results"]) > 0
@@ -150,9 +164,14 @@ def test_run_on_a_standalone_cluster_into_an_s3_lake_matches_local(
     tmp_path: Path,
 ) -> None:
     # The lake is in a bucket: the executors write the plans' Parquet files there, the driver commits them.
+    printed: list[str] = []
     with Listeners([standalone.master.process.pid, standalone.worker.process.pid]) as listeners:
-        rows = _run(tmp_path, standalone_env(standalone, worker_python), listeners, s3)
+        rows = _run(tmp_path, standalone_env(standalone, worker_python), listeners, s3, printed)
     assert rows == local_run
+    # The plan step names its task split: the five groups' tasks ran on both executors, each with a share.
+    [split] = [line for line in printed if line.startswith("plan: ")]
+    assert re.fullmatch(r"plan: 5 groups in 5 tasks on 2 executors \(0 on 127\.0\.0\.1: \d tasks?, .*\)", split)
+    assert re.search(r"; 1 on 127\.0\.0\.1: \d tasks?, [\d.]+ s\)$", split), split
     groups = {g for g, _, _ in listeners.seen}
     assert len(groups) == 3, "master, worker and driver each listen"  # the sampling can fail: it saw all three
     assert listeners.non_loopback() == []
