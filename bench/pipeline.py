@@ -177,7 +177,8 @@ def sample_tree(root: psutil.Process, cpu: dict[int, float]) -> int:
 
 def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, float, int, str]:
     """Run a command; returns (wall seconds, peak RSS of its process tree, CPU seconds of the tree, exit code,
-    last lines of output). CPU time is the figure to compare on a shared machine: wall time includes waiting."""
+    the plan step's task split and the last lines of output). CPU time is the figure to compare on a shared
+    machine: wall time includes waiting."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     root = psutil.Process(proc.pid)
@@ -197,7 +198,9 @@ def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, floa
     wall = time.perf_counter() - start
     done.set()
     sampler.join()
-    return wall, peak, sum(cpu.values()), proc.returncode, "\n".join(output.strip().splitlines()[-8:])
+    lines = output.strip().splitlines()
+    split = [line for line in lines[:-8] if line.startswith("plan: ")]  # the plan step's tasks per executor
+    return wall, peak, sum(cpu.values()), proc.returncode, "\n".join(split + lines[-8:])
 
 
 def rebalance_run(snapshots: Path, lake: Path, run_id: str, strategies: str) -> tuple[float, int, float, int, str]:
@@ -240,9 +243,10 @@ def report(case: str, figures: tuple[float, int, float, int, str]) -> None:
         f"{case:<48} wall {wall:6.1f} s  CPU {cpu:6.1f} s  peak RSS (tree) {peak / 2**30:4.2f} GB  exit {code}"
         f"  (load avg {load:.1f})"
     )
-    steps = [line for line in tail.splitlines() if line.startswith("steps: ")]
-    if steps:
-        print("  " + steps[-1])
+    for prefix in ("plan: ", "steps: "):
+        printed = [line for line in tail.splitlines() if line.startswith(prefix)]
+        if printed:
+            print("  " + printed[-1])
     if code not in (0, 1):
         print("  " + tail.replace("\n", "\n  "))
 
