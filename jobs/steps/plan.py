@@ -5,9 +5,9 @@ Extract the snapshot's members, partition counts and load measurements (`jobs.ta
 task writes its groups' plan rows, per-member diffs and partition loads as Parquet files and returns only each
 candidate's metrics; load: the files are committed to `plans`, `plan_diffs` and `partition_loads`, the metrics to
 `plan_metrics`, the chosen strategy and load source to `generations`. Nothing the size of a plan passes through
-the driver; the step's text names which executors ran the tasks. A run of one group (a what-if) runs the same
-kernel in this process, on the rows Spark read (`plan_here`): one group is one task's work anyway, and a Python
-worker's start would cost more than its planning.
+the driver; the step's text names which executors ran the tasks. A run of one group (a what-if), or a small run on
+a local master, runs the same kernel in this process, on the rows Spark read (`plan_here`): one group is one task's
+work anyway, and a Python worker's start would cost more than its planning.
 
 Generation ids are allocated under the lake lock: they increase per group, are never reused, and a re-run of the
 same run id gets the same ids back; each commit replaces every row of those generations (one Delta transaction
@@ -34,7 +34,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
-from jobs.io.spark import local_frame, session_conf
+from jobs.io.spark import is_connect, local_frame, session_conf
 from jobs.io.spark_tasks import describe, job_group, task_split
 from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
@@ -63,6 +63,10 @@ GENERATION_IDS = pa.schema(
 # A load measurement's columns beyond the group (`jobs.tables.plan_loads.COLUMNS`), as Spark types them.
 MEASUREMENT_COLUMNS = (("topic", "string"), ("partition", "int"), ("source", "string"), ("value", "double"))
 WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
+# A run of at most this many (group, topic partition) pairs plans in this process on a local master: about 2 s of
+# planning at most (the kernel takes ~22 us a partition for five strategies), where starting the two Python workers
+# of local[2] costs 2-4 s (the demo fleet, 5 x 373: plan step 8.9-10.8 -> 6.5-7.1 s).
+SMALL_RUN = 100_000
 
 # Member rows carry whole ownership lists (500,000 pairs for one member is possible): Spark sizes each Arrow batch
 # it feeds a Python worker by re-measuring it after every row, quadratic in a batch of long lists, unless the byte
@@ -141,10 +145,10 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
         spark, lake, run_id, snapshot, previous, ended=any(r["end_offset"] is not None for r in topic_rows)
     )
     rows = kernel_input(spark, snapshot, loads, ids, previous)
-    split = ""
     with tasks_writing(lake):
-        if len(ids) == 1:
+        if plans_here(spark, len(ids), sum(counts.values())):
             outcome = plan_here(rows, settings)
+            split = f"plan: {len(ids)} groups planned in this process (a small run)" if len(ids) > 1 else ""
         else:
             with job_group(spark, "plan") as job:
                 outcome = plan_in_tasks(spark, rows, settings, len(ids))
@@ -159,6 +163,15 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     replace_generations(lake, PLAN_METRICS.name, written_metrics, ids)
     record_choices(lake, ids, candidates)
     return StepResult(tuple({"group_id": g, "generation_id": n} for g, n in sorted(ids.items())), split)
+
+
+def plans_here(spark: SparkSession, groups: int, partitions: int) -> bool:
+    """Whether the kernel runs in this process: for one group, and for a small run on a local master, whose executors
+    are this host's cores anyway; groups times the run's topic partitions (`partitions`) bounds a run's planning."""
+    if groups == 1:
+        return True
+    local = not is_connect(spark) and (spark.sparkContext.master or "").startswith("local")
+    return local and groups * partitions <= SMALL_RUN
 
 
 def plan_here(rows: DataFrame, settings: PlanSettings) -> pa.Table:

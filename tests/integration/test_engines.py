@@ -112,7 +112,7 @@ def local_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     printed: list[str] = []
     rows = _run(tmp_path_factory.mktemp("local-run"), local_env(), printed=printed)
     [split] = [line for line in printed if line.startswith("plan: ")]
-    assert re.fullmatch(r"plan: 5 groups in 5 tasks on 1 executor \(driver on [\w.]+: 5 tasks, [\d.]+ s\)", split)
+    assert split == "plan: 5 groups planned in this process (a small run)"  # a local master: no Python workers
     return rows
 
 

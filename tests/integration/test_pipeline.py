@@ -69,6 +69,25 @@ def test_a_run_plans_every_group_exactly_as_the_planner_and_approves_it(spark, l
     assert all(m["chosen"] for m in metrics.values())
 
 
+def test_a_small_run_planned_in_this_process_writes_what_spark_tasks_write(spark, tmp_path, monkeypatch):
+    # The demo fleet is a small run: on a local master it plans in this process, unless the bound says otherwise.
+    written = {}
+    for small_run in (plan.SMALL_RUN, 0):
+        monkeypatch.setattr(plan, "SMALL_RUN", small_run)
+        store = Lake(tmp_path / f"lake-{small_run}")
+        store.create_all()
+        ctx = RunContext.create(Config(lake=str(store.root), snapshots=str(DEMO)), "run-1", spark=spark)
+        ingest.run(ctx, received_at=T0)
+        result = plan.run(ctx)
+        split = "groups planned in this process" if small_run else "groups in 5 tasks on 1 executor (driver on"
+        assert result.text.startswith(f"plan: 5 {split}")
+        written[small_run] = {
+            name: sorted(map(str, store.read_arrow(name).to_pylist()))
+            for name in ("plans", "plan_metrics", "plan_diffs", "partition_loads")
+        }
+    assert written[plan.SMALL_RUN] == written[0] and all(written[0].values())
+
+
 def test_generation_ids_increase_per_group_and_a_rerun_duplicates_nothing(spark, lake, config):
     pipeline.run(config, "run-1", spark=spark)
     before = counts(lake)
