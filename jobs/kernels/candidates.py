@@ -4,8 +4,9 @@ Runs inside Spark's mapInArrow over rows hash-partitioned by group (`jobs.steps.
 straight from Arrow arrays into the planner's dense-id form (`jobs.kernels.group_spec`): no Python object per
 partition, so a group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads
 of all its groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`,
-`partition_loads`), and returns only small rows: each candidate's `plan_metrics` and the path of each file written,
-which the step commits to Delta.
+`partition_loads`), gathering many candidates' rows as NumPy columns before each Arrow table
+(`jobs.kernels.columns`), and returns only small rows: each candidate's `plan_metrics` and the path of each file
+written, which the step commits to Delta.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
+from jobs.kernels.columns import Columns
 from jobs.kernels.group_spec import bounds, group_spec, partition_ids
 from jobs.kernels.loads import Loads, choose
 from jobs.kernels.memory import release_memory
@@ -28,7 +30,7 @@ from planner.assignment import assign_arrays
 from planner.group import GroupSpec, frozen
 from planner.load import load_bound
 from schemas.rows import PlanMetrics
-from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS, TOPIC_PARTITION
+from schemas.tables import PARTITION_LOADS, PLAN_DIFFS, PLAN_METRICS, PLANS
 
 # What the kernel returns: one row per candidate (its plan_metrics and the group's load source), then one row per
 # file it wrote (`table`, `path` relative to the lake root's table directory); the other kind's columns are null.
@@ -88,6 +90,8 @@ def plan_groups(
     groups: Iterable[pa.Table], settings: PlanSettings, sinks: Mapping[str, ParquetSink]
 ) -> Iterator[pa.RecordBatch]:
     """Plan each group's rows with every strategy: plan rows, diffs and loads into the sinks, outcomes out."""
+    gathered = {table.name: Columns(table.schema) for table in (PLANS, PLAN_DIFFS)}
+    plans, diffs = gathered[PLANS.name], gathered[PLAN_DIFFS.name]
     for rows in groups:
         group = build_group(rows, settings.counts, settings.load_source, settings.topic_ids)
         if group is None:
@@ -96,11 +100,20 @@ def plan_groups(
         bound = load_bound(group.spec)
         candidates = []
         for strategy in settings.strategies:
-            plan_rows, diffs, metrics = candidate(group, strategy, bound)
-            sinks[PLANS.name].write(plan_rows)
-            sinks[PLAN_DIFFS.name].write(diffs)
-            candidates += [metrics] if metrics else []
+            chosen = candidate(group, strategy, bound)
+            add_plan_rows(plans, group, chosen)
+            add_diff_rows(diffs, group, chosen)
+            flush(sinks, gathered, FLUSH_ROWS)  # a large candidate is written before the next is built
+            candidates += [chosen.metrics] if chosen.metrics else []
         yield outcome_batch(choose_candidate(candidates), group.loads.label)
+    flush(sinks, gathered, 1)
+
+
+def flush(sinks: Mapping[str, ParquetSink], gathered: Mapping[str, Columns], rows: int) -> None:
+    """Hand each table's gathered rows to its sink once they number at least `rows`."""
+    for name, columns in gathered.items():
+        if columns.rows >= rows:
+            sinks[name].write(columns.table())
 
 
 _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
@@ -174,9 +187,22 @@ def load_rows(group: Group) -> pa.Table:
     )
 
 
-def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.Table, PlanMetrics | None]:
-    """One strategy's candidate: its `plans` rows (each assigned partition's target owner, previous owner, move
-    and phase), its `plan_diffs` rows and its `plan_metrics` (None when it assigns nothing).
+@dataclass(frozen=True)
+class Candidate:
+    """One strategy's candidate in the group's dense ids: each assigned partition's target owner, previous owner
+    (-1: none) and phase, and its `plan_metrics` (None when it assigns nothing)."""
+
+    strategy: str
+    parts: np.ndarray  # partition ids the candidate assigns, ascending
+    member: np.ndarray  # target owner of each
+    previous: np.ndarray  # today's owner of each (-1: none)
+    assigned_now: np.ndarray  # bool: the target owner gets it in this round (phase `assign`), else `revoke`
+    weight: np.ndarray
+    metrics: PlanMetrics | None
+
+
+def candidate(group: Group, strategy: str, bound: float) -> Candidate:
+    """One strategy's candidate and its metrics.
 
     Cooperative rebalancing (KIP-429): a partition changing owner is revoked in this round and assigned in the
     follow-up one, so its target owner does not get it now (phase `revoke`).
@@ -188,26 +214,10 @@ def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.T
     previous = group.current[parts]
     moved = (previous >= 0) & (previous != member)
     weight = spec.partition_loads[parts] if spec.partition_loads is not None else np.ones(len(parts))
-    topic = spec.topic_of(parts)
+    chosen = Candidate(strategy, parts, member, previous, arrays.assignment[parts] == member, weight, None)
     n = len(parts)
-    rows = pa.table(
-        {
-            "generation_id": pa.array(np.full(n, group.generation_id, dtype=np.int64)),
-            "group_id": _repeat(group.group_id, n),
-            "strategy": _repeat(strategy, n),
-            "topic": _names(spec.topics, topic),
-            "partition": pa.array((parts - spec.topic_start[topic]).astype(np.int32)),
-            "member": _names(spec.members, member),
-            "previous_member": _names(spec.members, previous),
-            "moved": pa.array(moved),
-            "phase": _names(("revoke", "assign"), (arrays.assignment[parts] == member).astype(np.int64)),
-            "weight": pa.array(weight),
-        },
-        schema=PLANS.schema,
-    )
-    diffs = diff_rows(group, strategy, parts, member, previous)
     if n == 0:
-        return rows, diffs, None
+        return chosen
     members = len(spec.members)
     held = np.bincount(member, minlength=members)
     load = np.bincount(member, weights=weight, minlength=members)
@@ -228,46 +238,75 @@ def candidate(group: Group, strategy: str, bound: float) -> tuple[pa.Table, pa.T
         "partitions_moved": int(moved.sum()),
         "stickiness": 1 - int(moved.sum()) / owned_before if owned_before else None,
     }
-    return rows, diffs, metrics
+    return dataclasses.replace(chosen, metrics=metrics)
 
 
-def diff_rows(group: Group, strategy: str, parts: np.ndarray, member: np.ndarray, previous: np.ndarray) -> pa.Table:
-    """`plan_diffs` rows of one candidate, a row per member of the group: the rule of `planner.plan_diff`
-    (a member gains the planned partitions it holds after but not today, loses those it holds today but not
-    after), counted over the candidate's plan rows: `parts` with their target `member` and `previous` owner."""
-    spec, n = group.spec, len(group.spec.members)
+class Names:
+    """Where a group's names start in a `Columns`' name list: its id, the candidate's strategy, the two phases,
+    then its topics and members in their dense-id order."""
+
+    def __init__(self, rows: Columns, group: Group, strategy: str) -> None:
+        spec = group.spec
+        self.group = rows.name_ids([group.group_id, strategy, "revoke", "assign", *spec.topics, *spec.members])
+        self.strategy, self.revoke = self.group + 1, self.group + 2
+        self.topics = self.group + 4
+        self.members = self.topics + len(spec.topics)
+
+
+def add_plan_rows(plans: Columns, group: Group, chosen: Candidate) -> None:
+    """A candidate's `plans` rows: each assigned partition's target owner, previous owner, move and phase."""
+    spec, names = group.spec, Names(plans, group, chosen.strategy)
+    topic = spec.topic_of(chosen.parts)
+    plans.add(
+        len(chosen.parts),
+        generation_id=group.generation_id,
+        group_id=names.group,
+        strategy=names.strategy,
+        topic=names.topics + topic,
+        partition=(chosen.parts - spec.topic_start[topic]).astype(np.int32),
+        member=names.members + chosen.member,
+        previous_member=np.where(chosen.previous >= 0, names.members + chosen.previous, -1),
+        moved=(chosen.previous >= 0) & (chosen.previous != chosen.member),
+        phase=names.revoke + chosen.assigned_now,
+        weight=chosen.weight,
+    )
+
+
+def add_diff_rows(diffs: Columns, group: Group, chosen: Candidate) -> None:
+    """`plan_diffs` rows of one candidate, a row per member of the group: the rule of `planner.plan_diff` (a
+    member gains the planned partitions it holds after but not today, loses those it holds today but not after),
+    counted over the candidate's plan rows."""
+    spec, names, n = group.spec, Names(diffs, group, chosen.strategy), len(group.spec.members)
+    parts, member, previous = chosen.parts, chosen.member, chosen.previous
     held = previous >= 0
     changed = previous != member
     lost = changed & held
-    return pa.table(
-        {
-            "generation_id": pa.array(np.full(n, group.generation_id, dtype=np.int64)),
-            "group_id": _repeat(group.group_id, n),
-            "strategy": _repeat(strategy, n),
-            "member": pa.array(spec.members, pa.string()),
-            "partitions_before": pa.array(np.bincount(previous[held], minlength=n).astype(np.int32)),
-            "partitions_after": pa.array(np.bincount(member, minlength=n).astype(np.int32)),
-            "gained": _partition_lists(spec, member[changed], parts[changed]),
-            "lost": _partition_lists(spec, previous[lost], parts[lost]),
-        },
-        schema=PLAN_DIFFS.schema,
+    diffs.add(
+        n,
+        generation_id=group.generation_id,
+        group_id=names.group,
+        strategy=names.strategy,
+        member=names.members + np.arange(n),
+        partitions_before=np.bincount(previous[held], minlength=n).astype(np.int32),
+        partitions_after=np.bincount(member, minlength=n).astype(np.int32),
     )
+    diffs.add_pairs("gained", *_partition_lists(spec, member[changed], parts[changed], names.topics))
+    diffs.add_pairs("lost", *_partition_lists(spec, previous[lost], parts[lost], names.topics))
 
 
-def _partition_lists(spec: GroupSpec, owner: np.ndarray, parts: np.ndarray) -> pa.Array:
+def _partition_lists(
+    spec: GroupSpec, owner: np.ndarray, parts: np.ndarray, topic_ids: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per member id, the (topic, partition) pairs of `parts` it is the `owner` of, sorted by topic name (code
-    point order, as Spark's sort_array orders strings: by UTF-8 bytes) then partition."""
+    point order, as Spark's sort_array orders strings: by UTF-8 bytes) then partition: each member's count, then
+    the pairs' topic name ids (from `topic_ids`) and partitions."""
     topic = spec.topic_of(parts)
     by_name = np.empty(len(spec.topics), dtype=np.int64)
     by_name[sorted(range(len(spec.topics)), key=spec.topics.__getitem__)] = np.arange(len(spec.topics))
-    order = np.lexsort((parts - spec.topic_start[topic], by_name[topic], owner))
-    offsets = np.zeros(len(spec.members) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(owner, minlength=len(spec.members)), out=offsets[1:])
-    pairs = pa.StructArray.from_arrays(
-        [_names(spec.topics, topic[order]), pa.array((parts - spec.topic_start[topic])[order].astype(np.int32))],
-        fields=list(TOPIC_PARTITION),
-    )
-    return pa.ListArray.from_arrays(pa.array(offsets), pairs)
+    partition = parts - spec.topic_start[topic]
+    order = np.lexsort((partition, by_name[topic], owner))
+    lengths = np.bincount(owner, minlength=len(spec.members))
+    return lengths, topic_ids + topic[order], partition[order]
 
 
 def choose_candidate(candidates: Sequence[PlanMetrics]) -> list[PlanMetrics]:

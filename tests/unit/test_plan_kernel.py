@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.kernels.candidates import Group, candidate, group_rows
+from jobs.kernels.candidates import Group, add_diff_rows, add_plan_rows, candidate, group_rows
+from jobs.kernels.columns import Columns
 from jobs.kernels.group_spec import group_spec
 from jobs.kernels.loads import choose
 from jobs.steps.ingest import SnapshotColumns
 from planner.group import from_snapshot, frozen, java_key, parse_group
 from planner.plan_diff import member_diffs
+from schemas.tables import PLAN_DIFFS, PLANS
 
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
 NAMES = ["a", "B", "b", "é", "\U0001d518", "ab", "Z9"]  # Java orders "\U0001d518" (surrogates) before "é"
@@ -86,8 +88,11 @@ def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(do
     spec, current = group_spec(member_table(doc), doc["topics"])
     loads = choose("uniform", {}, spec.num_partitions, has_previous=False)
     group = Group("g", 4, dataclasses.replace(spec, partition_loads=frozen(loads.values)), current, loads)
-    plans, diffs, _ = candidate(group, strategy, 1.0)
-    rows = plans.to_pylist()
+    chosen = candidate(group, strategy, 1.0)
+    plans, diffs = Columns(PLANS.schema), Columns(PLAN_DIFFS.schema)
+    add_plan_rows(plans, group, chosen)
+    add_diff_rows(diffs, group, chosen)
+    rows = plans.table().to_pylist()
     today = {(r["topic"], r["partition"]): r["previous_member"] for r in rows if r["previous_member"] is not None}
     after = {(r["topic"], r["partition"]): r["member"] for r in rows}
     expected = [
@@ -103,7 +108,7 @@ def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(do
         }
         for d in member_diffs(today, after, spec.members)
     ]
-    assert sorted(diffs.to_pylist(), key=lambda r: r["member"]) == expected
+    assert sorted(diffs.table().to_pylist(), key=lambda r: r["member"]) == expected
 
 
 def test_a_tasks_rows_come_back_one_table_per_group_in_group_order():
@@ -152,3 +157,29 @@ def test_unmeasured_and_unreadable_partitions_get_the_groups_mean():
 def test_a_configured_measure_never_falls_through_to_another(mode, label):
     loads = choose(mode, measured(("lag", [0], [3.0]), ("messages", [0], [2.0])), 1, has_previous=False)
     assert loads.label == label and loads.values.tolist() == [1.0]
+
+
+def test_gathered_columns_become_one_table_in_the_order_added_with_nulls_and_lists():
+    diffs = Columns(PLAN_DIFFS.schema)
+    for group, members in (("g1", ["a", "b"]), ("g2", ["c"])):
+        first = diffs.name_ids([group, "range", "orders", *members])
+        diffs.add(
+            len(members),
+            generation_id=7,
+            group_id=first,
+            strategy=first + 1,
+            member=first + 3 + np.arange(len(members)),
+            partitions_before=np.zeros(len(members), dtype=np.int32),
+            partitions_after=np.ones(len(members), dtype=np.int32),
+        )
+        lengths = np.array([1] + [0] * (len(members) - 1))
+        diffs.add_pairs("gained", lengths, np.array([first + 2]), np.array([len(members)]))
+        diffs.add_pairs("lost", np.zeros(len(members), dtype=np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+    table = diffs.table()
+    assert table.schema == PLAN_DIFFS.schema and diffs.rows == 0
+    assert [(r["group_id"], r["member"], r["gained"], r["lost"]) for r in table.to_pylist()] == [
+        ("g1", "a", [{"topic": "orders", "partition": 2}], []),
+        ("g1", "b", [], []),
+        ("g2", "c", [{"topic": "orders", "partition": 1}], []),
+    ]
+    assert Columns(PLANS.schema).table().num_rows == 0
