@@ -1,10 +1,10 @@
 """The plan kernel: each group's snapshot rows and load measurements in, every strategy's candidate out.
 
-Runs inside Spark's mapInArrow over rows hash-partitioned by group (`jobs.steps.plan`). Each group goes
-straight from Arrow arrays into the planner's dense-id form (`jobs.kernels.group_spec`): no Python object per
-partition, so a group of 1,000,000 partitions stays a few arrays. The task writes the plan rows and partition loads
-of all its groups to one Parquet file per table in the tables' directories (`plans`, `plan_diffs`,
-`partition_loads`), gathering many candidates' rows as NumPy columns before each Arrow table
+Runs inside Spark's mapInArrow over rows hash-partitioned by group (`jobs.steps.plan`). A task's groups go
+together straight from Arrow arrays into the planner's dense-id form (`jobs.kernels.group_spec.GroupBatch`): no
+Python object per partition, so a group of 1,000,000 partitions stays a few arrays. The task writes the plan
+rows and partition loads of all its groups to one Parquet file per table in the tables' directories (`plans`,
+`plan_diffs`, `partition_loads`), gathering many candidates' rows as NumPy columns before each Arrow table
 (`jobs.kernels.columns`), and returns only small rows: each candidate's `plan_metrics` and the path of each file
 written, which the step commits to Delta.
 """
@@ -23,7 +23,7 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 
 from jobs.kernels.columns import Columns
-from jobs.kernels.group_spec import bounds, group_spec, partition_ids
+from jobs.kernels.group_spec import GroupBatch, bounds, partition_ids
 from jobs.kernels.loads import Loads, choose
 from jobs.kernels.memory import release_memory
 from planner.assignment import assign_arrays
@@ -75,7 +75,7 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
 
     def kernel(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sinks = {name: ParquetSink(settings.lake, name, _SCHEMAS[name]) for name in settings.tables}
-        yield from plan_groups(group_rows(batches), settings, sinks)
+        yield from plan_groups(build_groups(task_rows(batches), settings), settings, sinks)
         files = [(name, path) for name, sink in sinks.items() if (path := sink.close())]
         release_memory()  # after plan_groups returned: its frame held the last group and the task's rows
         yield pa.RecordBatch.from_pydict(
@@ -87,15 +87,12 @@ def plan_kernel(settings: PlanSettings) -> Callable[[Iterable[pa.RecordBatch]], 
 
 
 def plan_groups(
-    groups: Iterable[pa.Table], settings: PlanSettings, sinks: Mapping[str, ParquetSink]
+    groups: Iterable[Group], settings: PlanSettings, sinks: Mapping[str, ParquetSink]
 ) -> Iterator[pa.RecordBatch]:
-    """Plan each group's rows with every strategy: plan rows, diffs and loads into the sinks, outcomes out."""
+    """Plan each group with every strategy: plan rows, diffs and loads into the sinks, outcomes out."""
     gathered = {table.name: Columns(table.schema) for table in (PLANS, PLAN_DIFFS)}
     plans, diffs = gathered[PLANS.name], gathered[PLAN_DIFFS.name]
-    for rows in groups:
-        group = build_group(rows, settings.counts, settings.load_source, settings.topic_ids)
-        if group is None:
-            continue
+    for group in groups:
         sinks[PARTITION_LOADS.name].write(load_rows(group))
         bound = load_bound(group.spec)
         candidates = []
@@ -119,44 +116,42 @@ def flush(sinks: Mapping[str, ParquetSink], gathered: Mapping[str, Columns], row
 _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
 
 
-def group_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """Each group's rows in turn, by group id, from a task's batches hash-partitioned by group (in any order).
-
-    The task's rows are sorted here, in Arrow, rather than by a Spark sort before the task: one group's rows are
-    needed whole anyway, and Arrow sorts a million rows in a fraction of the JVM sorter's time.
-    """
+def task_rows(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    """A task's rows as one table (None without rows): every row of each of its groups, in any order."""
     received = [b for b in batches if b.num_rows]
-    if not received:
-        return
-    rows = pa.Table.from_batches(received)
-    del received  # the batches are freed with the rows: never held beside a sorted copy
-    ids = rows.column("group_id")
-    if pc.count_distinct(ids).as_py() == 1:  # one group (the rows of a large one): nothing to sort or split
-        yield rows
-        return
-    rows = rows.take(pc.sort_indices(ids)).combine_chunks()  # one take, then zero-copy slices
-    for start, end in zip(*bounds(rows.column("group_id")), strict=True):
-        yield rows.slice(int(start), int(end - start))
+    return pa.Table.from_batches(received) if received else None
 
 
-def build_group(
-    rows: pa.Table, counts: Mapping[str, int], load_source: str, topic_ids: Mapping[str, str] | None = None
-) -> Group | None:
-    """One group's rows (members, and load measurements with `source` set) as a Group; None without members."""
+def build_groups(rows: pa.Table | None, settings: PlanSettings) -> Iterator[Group]:
+    """Each group of a task's rows (members, and load measurements with `source` set) with members, as a Group,
+    in group id order. The members of all the task's groups are read as one `GroupBatch`: a few passes over
+    every row instead of a few dozen Arrow calls per group."""
+    if rows is None:
+        return
     is_load = pc.is_valid(rows.column("source"))
     members = rows.filter(pc.and_(pc.invert(is_load), pc.not_equal(rows.column("member_id"), "")))
-    if members.num_rows == 0:
-        return None
-    spec, current = group_spec(members, counts, topic_ids)
     measured = rows.filter(is_load)
-    loads = choose(
-        load_source,
-        measured_loads(measured, spec),
-        spec.num_partitions,
-        has_previous=members.column("previous_snapshot").null_count < members.num_rows,
-    )
-    spec = dataclasses.replace(spec, partition_loads=frozen(loads.values))
-    return Group(rows.column("group_id")[0].as_py(), rows.column("generation_id")[0].as_py(), spec, current, loads)
+    del rows  # the kernel's frame drops its reference too: the members and measurements are what is held
+    measured = measured.take(pc.sort_indices(measured.column("group_id"))).combine_chunks()
+    starts, ends = bounds(measured.column("group_id"))
+    measured_ids = measured.column("group_id").take(pa.array(starts)).to_pylist()
+    measured_at = dict(zip(measured_ids, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
+    batch = GroupBatch(members, settings.counts)
+    del members
+    with_previous = pc.is_valid(batch.rows.column("previous_snapshot")).to_numpy(zero_copy_only=False)
+    generations = batch.rows.column("generation_id")
+    for g in range(batch.groups):
+        group_id, first, last = batch.group_id(g), int(batch.starts[g]), int(batch.ends[g])
+        spec = batch.spec(g, settings.topic_ids)
+        start, end = measured_at.get(group_id, (0, 0))
+        loads = choose(
+            settings.load_source,
+            measured_loads(measured.slice(start, end - start), spec),
+            spec.num_partitions,
+            has_previous=bool(with_previous[first:last].any()),
+        )
+        spec = dataclasses.replace(spec, partition_loads=frozen(loads.values))
+        yield Group(group_id, generations[first].as_py(), spec, batch.current(g), loads)
 
 
 def measured_loads(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -7,11 +7,22 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyarrow import fs
 
-from jobs.kernels.candidates import Group, add_diff_rows, add_plan_rows, candidate, group_rows
+from jobs.kernels.candidates import (
+    Group,
+    PlanSettings,
+    add_diff_rows,
+    add_plan_rows,
+    build_groups,
+    candidate,
+    measured_loads,
+    task_rows,
+)
 from jobs.kernels.columns import Columns
 from jobs.kernels.group_spec import group_spec
 from jobs.kernels.loads import choose
@@ -21,6 +32,10 @@ from planner.plan_diff import member_diffs
 from schemas.tables import PLAN_DIFFS, PLANS
 
 T0 = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
+MEMBER_COLUMNS = [  # the snapshot columns the plan step gives its kernel (`jobs.steps.plan.MEMBER_COLUMNS`)
+    *("group_id", "member_id", "topics", "owned", "assignment", "target_assignment", "group_type"),
+    *("kafka_generation", "group_instance_id", "rack"),
+]
 NAMES = ["a", "B", "b", "é", "\U0001d518", "ab", "Z9"]  # Java orders "\U0001d518" (surrogates) before "é"
 
 
@@ -111,22 +126,52 @@ def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(do
     assert sorted(diffs.table().to_pylist(), key=lambda r: r["member"]) == expected
 
 
-def test_a_tasks_rows_come_back_one_table_per_group_in_group_order():
-    ids = ["b", "a", "c", "b", "a", "b"]
-    batches = [pa.record_batch({"group_id": ids[i : i + 2], "n": list(range(i, i + 2))}) for i in range(0, 6, 2)]
-    groups = [t.to_pydict() for t in group_rows(iter(batches))]
-    assert groups == [
-        {"group_id": ["a", "a"], "n": [1, 4]},
-        {"group_id": ["b", "b", "b"], "n": [0, 3, 5]},
-        {"group_id": ["c"], "n": [2]},
-    ]
-    assert list(group_rows(iter([]))) == []
+def kernel_rows(doc: dict, generation: int, lag: list[float]) -> pa.Table:
+    """A group's rows as the plan step hands them to its kernel: members, then a lag measurement per value of
+    `lag` (partitions 0, 1, ... of its first topic)."""
+    members = member_table(doc).select(MEMBER_COLUMNS)
+    n, topic = members.num_rows, sorted(doc["topics"])[0]
+    members = members.append_column("generation_id", pa.array([generation] * n, pa.int64()))
+    members = members.append_column("previous_snapshot", pa.array(["s0"] * n, pa.string()))
+    for name, kind in (("topic", pa.string()), ("partition", pa.int32()), ("source", pa.string())):
+        members = members.append_column(name, pa.nulls(n, kind))
+    members = members.append_column("value", pa.nulls(n, pa.float64()))
+    loads = {"group_id": [doc["group_id"]] * len(lag), "generation_id": [generation] * len(lag)}
+    loads |= {"topic": [topic] * len(lag), "partition": list(range(len(lag))), "source": ["lag"] * len(lag)}
+    measured = pa.table(loads | {"value": lag}).cast(members.select(list(loads) + ["value"]).schema)
+    return pa.concat_tables([members, measured], promote_options="default")
 
 
-def test_a_task_holding_one_group_gets_its_rows_back_whole_in_the_order_received():
-    batches = [pa.record_batch({"group_id": ["big"] * 3, "n": [i, i + 2, i + 1]}) for i in (0, 10)]
-    (group,) = group_rows(iter([*batches, pa.record_batch({"group_id": [], "n": []}, schema=batches[0].schema)]))
-    assert group.to_pydict() == {"group_id": ["big"] * 6, "n": [0, 2, 1, 10, 12, 11]}
+@settings(deadline=None, max_examples=50)
+@given(st.lists(documents(), min_size=1, max_size=4), st.randoms(use_true_random=False))
+def test_a_tasks_groups_are_each_built_as_the_group_alone_in_group_id_order(docs, random):
+    topics = docs[0]["topics"]  # a snapshot's partition counts are the same for all its groups
+    docs = [doc | {"group_id": f"g{i}", "topics": topics} for i, doc in enumerate(docs)]
+    rows = pa.concat_tables([kernel_rows(d, i + 1, [2.0 * i + 1]) for i, d in enumerate(docs)])
+    order = list(range(rows.num_rows))
+    random.shuffle(order)  # a task's rows arrive in any order
+    plan_settings = PlanSettings(("range",), topics, "lag", fs.LocalFileSystem(), ())
+    built = list(build_groups(task_rows(rows.take(pa.array(order)).to_batches(max_chunksize=3)), plan_settings))
+    assert [g.group_id for g in built] == [d["group_id"] for d in docs]
+    for group, doc in zip(built, docs, strict=True):
+        spec, current = group_spec(member_table(doc), topics)
+        for field in ("topics", "members", "unknown_topics", "group_instance_ids", "racks"):
+            assert getattr(group.spec, field) == getattr(spec, field), field
+        for field in ("topic_start", "generations", "claim_member", "claim_partition"):
+            assert np.array_equal(getattr(group.spec, field), getattr(spec, field)), field
+        assert [s.tolist() for s in group.spec.subscriptions] == [s.tolist() for s in spec.subscriptions]
+        assert np.array_equal(group.current, current)
+        i = docs.index(doc)
+        alone = kernel_rows(doc, i + 1, [2.0 * i + 1])
+        lag = measured_loads(alone.filter(pc.is_valid(alone.column("source"))), spec)
+        loads = choose("lag", lag, spec.num_partitions, has_previous=True)
+        assert group.generation_id == i + 1 and group.loads.label == loads.label
+        assert group.loads.values.tolist() == loads.values.tolist()
+
+
+def test_a_task_without_rows_builds_no_group():
+    assert task_rows(iter([])) is None
+    assert list(build_groups(None, PlanSettings((), {}, "auto", fs.LocalFileSystem(), ()))) == []
 
 
 def measured(*pairs: tuple[str, list[int], list[float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
