@@ -111,4 +111,7 @@ class _Owners:
         row, number = row[order], number[order]
         bounds = np.flatnonzero(np.diff(number, prepend=-1, append=-1))
         for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            yield int(number[start]), data.take(pa.array(row[start:end]))
+            first, last = int(row[start]), int(row[end - 1])
+            # The pipeline writes a group's rows together: most batches' rows are one run, a slice copies nothing.
+            contiguous = last - first == end - start - 1
+            yield int(number[start]), data.slice(first, end - start) if contiguous else data.take(row[start:end])
