@@ -32,7 +32,8 @@ NAME_MAX = 200  # bytes; file systems allow 255 per name
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 BATCH_PLAN_ROWS = 500_000
 """Plan rows (partitions x candidates, as plan_metrics counts them) of the pages gathered at once: their
-per-partition rows are read and held together (about 100 bytes a plan row), the batch's lookups one scan each."""
+per-partition rows are read and held together (about 100 bytes a plan row), the batch's lookups one read each (of
+its own files: `regroup`)."""
 
 
 def folder_name(group_id: str) -> str:
