@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jobs.io.lake import Lake, rows_table
 from jobs.report import render_generation, render_index, write_reports
-from jobs.report.arrow_batch import BATCHED, projected
+from jobs.report.arrow_batch import BATCHED, projected, streamed
 from jobs.report.page_content import collect_many, histories
 from jobs.report.reader import indexed
 from jobs.report.write import batches
@@ -126,7 +126,7 @@ def main() -> None:
         print(f"lake: {args.groups:,} groups x {args.generations} generation(s) built in {built:.1f} s ({sizes})")
 
         start, cpu = time.perf_counter(), time.process_time()
-        written = write_reports(projected(lake.read_arrow), Path(tmp) / "out")
+        written = write_reports(projected(lake.read_arrow), Path(tmp) / "out", scan=streamed(lake.read_batches))
         total, cpu = time.perf_counter() - start, time.process_time() - cpu
         pages = sum(p.name.startswith("generation-") for p in written)
         size = sum(p.stat().st_size for p in written) / len(written) / 1024

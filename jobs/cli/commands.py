@@ -365,12 +365,13 @@ def _report(args: argparse.Namespace) -> int:
     from jobs.config import Config
     from jobs.io.lake import Lake
     from jobs.report import write_reports
-    from jobs.report.arrow_batch import projected
+    from jobs.report.arrow_batch import projected, streamed
 
     if args.generation is not None and args.group is None:
         raise InputError("--generation needs --group")
-    read = projected(Lake(Config.from_env(lake=args.lake).lake).read_arrow)
-    written = write_reports(read, args.output, group=args.group, generation=args.generation)
+    lake = Lake(Config.from_env(lake=args.lake).lake)
+    read, scan = projected(lake.read_arrow), streamed(lake.read_batches)
+    written = write_reports(read, args.output, scan=scan, group=args.group, generation=args.generation)
     print(f"{len(written)} pages written; open {written[-1]}")
     return 0
 

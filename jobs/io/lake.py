@@ -172,6 +172,33 @@ class Lake:
         threads Python buffers, and one released by such a thread while the interpreter exits aborts the process
         ("terminate called without an active exception") after the command has done its work.
         """
+        scan, schema = self._scanner(name, filters, columns, decode=decode, threads=True)
+        return scan.to_table().cast(schema)
+
+    def read_batches(
+        self,
+        name: str,
+        filters: Sequence[tuple[str, str, object]] | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        decode: bool = True,
+    ) -> pa.RecordBatchReader:
+        """`read_arrow`'s rows a record batch at a time, in the same order: a table too large to hold whole, read
+        once. Decoded on the calling thread: for a consumer slower than the scan, Arrow's threads would decode ahead
+        without bound (10,000 groups' plans, written batch by batch elsewhere: 0.9 GB held, against 0.1)."""
+        scan, schema = self._scanner(name, filters, columns, decode=decode, threads=False)
+        return pa.RecordBatchReader.from_batches(schema, (batch.cast(schema) for batch in scan.to_batches()))
+
+    def _scanner(
+        self,
+        name: str,
+        filters: Sequence[tuple[str, str, object]] | None,
+        columns: Sequence[str] | None,
+        *,
+        decode: bool,
+        threads: bool,
+    ) -> tuple[ds.Scanner, pa.Schema]:
+        """A scan of the table's current files (see `read_arrow`) and the schema its rows are cast to."""
         schema = TABLES[name].schema
         if columns is not None:
             schema = pa.schema([f for f in schema if f.name in columns])
@@ -181,11 +208,13 @@ class Lake:
         dataset = self.table(name).to_pyarrow_dataset(filesystem=files, parquet_read_options=options)
         where = functools.reduce(operator.and_, [_term(*term) for term in filters]) if filters else None
         # One file and batch decoded ahead, not 4 x 16: a filtered read's transient memory about halves, same time.
-        scan = dataset.scanner(columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1)
+        scan = dataset.scanner(
+            columns=schema.names, filter=where, fragment_readahead=1, batch_readahead=1, use_threads=threads
+        )
         if not decode:
             encoded = {column: pa.dictionary(pa.int32(), pa.string()) for column in strings}
             schema = pa.schema([f.with_type(encoded.get(f.name, f.type)) for f in schema])
-        return scan.to_table().cast(schema)
+        return scan, schema
 
     def read(self, spark: SparkSession, name: str) -> DataFrame:
         """The table's current snapshot as a Spark DataFrame, read as Delta by the connector."""

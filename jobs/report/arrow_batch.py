@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake.exceptions import TableNotFoundError
 
-from jobs.report.reader import Filters, Read
+from jobs.report.reader import Filters, Read, Scan
 
 Rows = list[dict[str, Any]]
 
@@ -88,6 +88,15 @@ def projected(read_arrow: Callable[..., pa.Table]) -> Read:
         return read_arrow(name, filters, READ_COLUMNS.get(name), decode=name != "plans")
 
     return read
+
+
+def streamed(read_batches: Callable[..., pa.RecordBatchReader]) -> Scan:
+    """A `scan` from `Lake.read_batches` with `projected`'s columns and types."""
+
+    def scan(name: str, filters: Filters = None) -> pa.RecordBatchReader:
+        return read_batches(name, filters, READ_COLUMNS.get(name), decode=name != "plans")
+
+    return scan
 
 
 def table(read: Read, name: str, filters: Filters = None, columns: tuple[str, ...] | None = None) -> pa.Table:

@@ -3,7 +3,9 @@
 Reports for a thousand groups make thousands of small lookups (one group, one generation, one run); reading the
 Delta table for each would read it a thousand times. The first filter term of a lookup picks an index on that
 column (built once per table and column); the remaining terms filter the few rows it returns. Tables too large to
-hold whole (a row per partition) can be left to `read`, which then answers each lookup itself.
+hold whole (a row per partition) can be left to `read`, which then answers each lookup itself. A `scan` streams a
+table's rows instead (`jobs.report.regroup` reads those tables once that way); `filtered` applies lookup terms to
+rows in memory as the lake applies them in a read.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pyarrow.compute as pc
 
 Filters = Sequence[tuple[str, str, Any]] | None
 Read = Callable[[str, Filters], pa.Table]
+Scan = Callable[[str, Filters], pa.RecordBatchReader]
+"""`read`'s rows a record batch at a time (the shape of `Lake.read_batches`)."""
 
 
 def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
@@ -42,16 +46,30 @@ def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
             wanted = [value] if op == "=" else _values(op, value)
             rows = [index[v] for v in wanted if v in index]
             table = table.take(np.sort(np.concatenate(rows))) if rows else table.slice(0, 0)
-        for column, op, value in terms:
-            mask = (
-                pc.equal(table[column], value)
-                if op == "="
-                else pc.is_in(table[column], pa.array(_values(op, value), table[column].type))
-            )
-            table = table.filter(mask)
-        return table
+        return filtered(table, terms)
 
     return lookup
+
+
+def whole(read: Read) -> Scan:
+    """A `scan` that reads each table whole with `read`: for a `read` of tables in memory, or a small lake."""
+
+    def scan(name: str, filters: Filters = None) -> pa.RecordBatchReader:
+        found = read(name, filters)
+        return pa.RecordBatchReader.from_batches(found.schema, found.to_batches())
+
+    return scan
+
+
+def filtered(table: pa.Table, filters: Filters) -> pa.Table:
+    """The rows of `table` that every (column, "=" or "in", value) term matches, as `Lake.read_arrow` filters (a null
+    matches nothing)."""
+    for column, op, value in filters or []:
+        values = table.column(column)
+        kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+        wanted = pa.array([value] if op == "=" else _values(op, value), kind)
+        table = table.filter(pc.is_in(values, value_set=wanted))
+    return table
 
 
 def _index(table: pa.Table, column: str) -> dict[Any, np.ndarray]:

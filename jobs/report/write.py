@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import string
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,7 +23,8 @@ import pyarrow as pa
 from jobs.report import html
 from jobs.report.arrow_batch import BATCHED, Rows, rows
 from jobs.report.page_content import collect_many, groups, histories
-from jobs.report.reader import Read, indexed
+from jobs.report.reader import Read, Scan, indexed, whole
+from jobs.report.regroup import regroup
 from planner.errors import InputError, SourceError
 
 KEPT = frozenset(string.ascii_letters + string.digits + "-_")
@@ -30,7 +32,8 @@ NAME_MAX = 200  # bytes; file systems allow 255 per name
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 BATCH_PLAN_ROWS = 500_000
 """Plan rows (partitions x candidates, as plan_metrics counts them) of the pages gathered at once: their
-per-partition rows are read and held together (about 100 bytes a plan row), the batch's lookups one scan each."""
+per-partition rows are read and held together (about 100 bytes a plan row), the batch's lookups one read each (of
+its own files: `regroup`)."""
 
 
 def folder_name(group_id: str) -> str:
@@ -46,6 +49,7 @@ def write_reports(
     read: Read,
     out_dir: str | os.PathLike[str],
     *,
+    scan: Scan | None = None,
     group: str | None = None,
     generation: int | None = None,
     only: Mapping[str, int] | None = None,
@@ -54,8 +58,9 @@ def write_reports(
     one run), the group indexes and the top index.
 
     `read` has the shape of `Lake.read_arrow`: generations and plan metrics are read once; the other tables
-    (BATCHED) once per batch of pages, with the batch's groups, snapshots and runs as filters. Returns the HTML files
-    written.
+    (BATCHED) once per batch of pages, with the batch's groups, snapshots and runs as filters, those with a row per
+    partition from the batch's own file when there are several batches (`regroup`: `scan`, of `Lake.read_batches`'s
+    shape, reads each once; without it, `read` reads each whole). Returns the HTML files written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -69,7 +74,7 @@ def write_reports(
     pages = _pages(past, group, generation, only)
     try:
         _plotly(out)
-        done = _generation_pages(read, out, pages)
+        done = _generation_pages(read, scan or whole(read), out, pages, past)
         written = []
         for group_id, ids in pages.items():
             written += [done[(group_id, n)] for n in ids]
@@ -85,18 +90,34 @@ def write_reports(
     return written
 
 
-def _generation_pages(read: Read, out: Path, pages: Mapping[str, list[int]]) -> dict[tuple[str, int], Path]:
+def _generation_pages(
+    read: Read, scan: Scan, out: Path, pages: Mapping[str, list[int]], past: Mapping[str, Rows]
+) -> dict[tuple[str, int], Path]:
     """Write the generation pages, batch by batch; returns (group, generation) -> page."""
     for group_id in pages:
         (out / folder_name(group_id)).mkdir(exist_ok=True)
+    chunks = list(batches(read, [(g, n) for g, ids in pages.items() for n in ids]))
     done = {}
-    for batch in batches(read, [(g, n) for g, ids in pages.items() for n in ids]):
-        for report in collect_many(read, batch):
-            page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
-            done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
-        # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
-        pa.default_memory_pool().release_unused()
+    with tempfile.TemporaryDirectory(prefix="rebalance-report-") as tmp:
+        for batch, batch_read in zip(chunks, _batch_reads(read, scan, chunks, past, Path(tmp)), strict=True):
+            for report in collect_many(batch_read, batch):
+                page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
+                done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
+            # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
+            pa.default_memory_pool().release_unused()
     return done
+
+
+def _batch_reads(
+    read: Read, scan: Scan, chunks: list[list[tuple[str, int]]], past: Mapping[str, Rows], tmp: Path
+) -> list[Read]:
+    """Each batch's `read`: `read` itself for a single batch (regrouping would only copy its rows), else one reading
+    the batch's own files of the per-partition tables (`regroup`, into `tmp`)."""
+    if len(chunks) == 1:
+        return [read]
+    found = {(g["group_id"], g["generation_id"]): g for generations in past.values() for g in generations}
+    regrouped = regroup(scan, [[found[pair] for pair in chunk] for chunk in chunks], tmp)
+    return [regrouped.read(number, read) for number in range(len(chunks))]
 
 
 def _pages(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from jobs.context import RunContext, StepResult
 from jobs.report import write_reports
-from jobs.report.arrow_batch import projected
+from jobs.report.arrow_batch import projected, streamed
 from jobs.report.write import folder_name
 from jobs.terminal import short
 
@@ -18,7 +18,8 @@ def run(ctx: RunContext) -> StepResult:
     made = {g["group_id"]: g["generation_id"] for g in ctx.lake.generations([("run_id", "=", ctx.run_id)])}
     if not made:
         return StepResult()
-    written = write_reports(projected(ctx.lake.read_arrow), ctx.reports_dir, only=made)
+    lake = ctx.lake
+    written = write_reports(projected(lake.read_arrow), ctx.reports_dir, scan=streamed(lake.read_batches), only=made)
     pages = {p.parent.name + "/" + p.name: p for p in written}
     rows = tuple(
         {"group_id": g, "page": str(pages[f"{folder_name(g)}/generation-{n}.html"])} for g, n in sorted(made.items())

@@ -32,7 +32,7 @@ from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
 from jobs.report import collect, figures, render_generation, write, write_reports
-from jobs.report.arrow_batch import BATCHED, PLAN_COLUMNS, projected
+from jobs.report.arrow_batch import BATCHED, PLAN_COLUMNS, projected, streamed
 from jobs.report.html import MOVES_SHOWN
 from jobs.report.page_content import PARTITIONS_SHOWN, collect_many, history
 from jobs.report.reader import indexed
@@ -219,11 +219,13 @@ def test_the_report_reads_of_a_batch_only_its_rows_and_the_columns_it_uses(built
     assert read("snapshots", None).column_names == ["snapshot_id", "group_id", "member_id", "assignment"]
 
 
-def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path, monkeypatch):
+@pytest.mark.parametrize("streaming", [True, False], ids=["lake-batches", "whole-tables"])
+def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path, monkeypatch, streaming):
     lake, _ = built
-    together = write_reports(projected(lake.read_arrow), tmp_path / "together")
-    monkeypatch.setattr(write, "BATCH_PLAN_ROWS", 1)  # one generation per batch
-    alone = write_reports(projected(lake.read_arrow), tmp_path / "alone")
+    together = write_reports(projected(lake.read_arrow), tmp_path / "together")  # one batch: read from the lake
+    monkeypatch.setattr(write, "BATCH_PLAN_ROWS", 1)  # one generation per batch: the tables regrouped by batch
+    scan = streamed(lake.read_batches) if streaming else None
+    alone = write_reports(projected(lake.read_arrow), tmp_path / "alone", scan=scan)
     assert [p.relative_to(tmp_path / "alone") for p in alone] == [
         p.relative_to(tmp_path / "together") for p in together
     ]

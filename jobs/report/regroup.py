@@ -1,0 +1,117 @@
+"""A report's per-partition tables, each read once and laid out by batch of pages in a temporary directory.
+
+Every file of these tables holds rows of many groups (the pipeline writes them from many tasks), so a lookup of one
+batch's groups decodes the whole table: at 10,000 groups, 50 batches each scanning 25M plan rows, most of the
+report's time. `regroup` scans each table once, for the keys of every batch at once, and appends each row to the
+Parquet file of every batch holding its group (in scan order); a batch's lookups then read its own file, filtered by
+their terms (`Regrouped.read`): the rows the lake gives the same lookup, in the same order. Texts are written as
+plain strings and read back as dictionaries where the scan gave dictionaries: Parquet's writer keeps the last
+dictionary it was given per file, which for a scan's would hold every batch's copy of a file's whole dictionary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake.exceptions import TableNotFoundError
+
+from jobs.report.arrow_batch import GROUP_KEYS, SNAPSHOT_KEYS, Rows, lookup_terms
+from jobs.report.reader import Filters, Read, Scan, filtered
+
+REGROUPED = {
+    "plans": GROUP_KEYS,
+    "gate_results": GROUP_KEYS,
+    "snapshots": SNAPSHOT_KEYS,
+    "partition_offsets": SNAPSHOT_KEYS,
+}
+"""The tables regrouped, each with the keys a batch looks it up by (the group first)."""
+
+
+class Regrouped:
+    """The regrouped tables: `<directory>/<table>/<batch number>.parquet`, and each table's schema."""
+
+    def __init__(self, directory: Path, schemas: dict[str, pa.Schema]) -> None:
+        self.directory = directory
+        self.schemas = schemas
+
+    def read(self, number: int, read: Read) -> Read:
+        """A `read` for batch `number`'s lookups: its own file for a regrouped table, `read` for any other."""
+
+        def lookup(name: str, filters: Filters = None) -> pa.Table:
+            if name not in self.schemas:
+                return read(name, filters)
+            schema, path = self.schemas[name], self.directory / name / f"{number}.parquet"
+            if not path.exists():
+                return filtered(schema.empty_table(), filters)
+            texts = [f.name for f in schema if pa.types.is_dictionary(f.type)]
+            return filtered(pq.read_table(path, read_dictionary=texts).cast(schema), filters)
+
+        return lookup
+
+
+def regroup(scan: Scan, batches: Sequence[Rows], directory: Path) -> Regrouped:
+    """Write the REGROUPED tables' rows of each batch (its `generations` rows) to the batch's file in `directory`; a
+    table the lake lacks is left out (each batch's lookup finds it missing)."""
+    owners = _Owners(batches)
+    schemas = {}
+    for name, keys in REGROUPED.items():
+        try:
+            reader = scan(name, lookup_terms([g for batch in batches for g in batch], keys))
+        except TableNotFoundError:
+            continue
+        (directory / name).mkdir()
+        plain = pa.schema(
+            [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in reader.schema]
+        )
+        writers: dict[int, pq.ParquetWriter] = {}
+        try:
+            for data in reader:
+                for number, rows in owners.split(data.cast(plain)):
+                    if number not in writers:
+                        writers[number] = pq.ParquetWriter(directory / name / f"{number}.parquet", plain)
+                    writers[number].write_batch(rows)
+        finally:
+            for writer in writers.values():
+                writer.close()
+        schemas[name] = reader.schema
+    return Regrouped(directory, schemas)
+
+
+class _Owners:
+    """The batch numbers holding each group: usually one, two or more when a group's generations straddle batches."""
+
+    def __init__(self, batches: Sequence[Rows]) -> None:
+        holders: dict[str, list[int]] = {}
+        for number, batch in enumerate(batches):
+            for generation in batch:
+                held = holders.setdefault(generation["group_id"], [])
+                if number not in held:
+                    held.append(number)
+        self.groups = pa.array(list(holders), pa.string())
+        counts = np.array([len(held) for held in holders.values()], dtype=np.int64)
+        # One more entry, of no batch, for the rows of no group named (index -1).
+        self.count = np.r_[counts, 0]
+        self.start = np.r_[np.cumsum(counts) - counts, 0]
+        self.numbers = np.array([n for held in holders.values() for n in held], dtype=np.int64)
+
+    def split(self, data: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """`data`'s rows of each batch holding their group, by batch number, in `data`'s order."""
+        at = pc.fill_null(pc.index_in(data.column("group_id"), value_set=self.groups), -1).to_numpy()
+        count = self.count[at]
+        row = np.repeat(np.arange(len(at)), count)
+        # The k-th copy of a row goes to its group's k-th batch.
+        copy = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+        number = self.numbers[np.repeat(self.start[at], count) + copy]
+        order = np.argsort(number, kind="stable")
+        row, number = row[order], number[order]
+        bounds = np.flatnonzero(np.diff(number, prepend=-1, append=-1))
+        for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            first, last = int(row[start]), int(row[end - 1])
+            # The pipeline writes a group's rows together: most batches' rows are one run, a slice copies nothing.
+            contiguous = last - first == end - start - 1
+            yield int(number[start]), data.slice(first, end - start) if contiguous else data.take(row[start:end])
