@@ -7,7 +7,7 @@ Printed per case: min / median / max of `--repeat` runs' wall time and the media
 started (its Python, its driver JVM and Python workers: this process adopts them when their parent exits, Linux's
 child subreaper), and the load average before each case. CPU time is the figure to compare on a busy machine.
 Targets (issue 21): under 10 s cold embedded, under 3 s through Connect, on an idle 2-core machine.
-Run: `python bench/what_if.py [--repeat 3] [--no-connect]`.
+Run: `python bench/what_if.py [--repeat 3] [--no-connect | --connect-only]`.
 """
 
 from __future__ import annotations
@@ -92,7 +92,9 @@ def figures(label: str, runs: list[tuple[float, float]], load: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per case")
-    parser.add_argument("--no-connect", action="store_true", help="skip the Spark Connect case")
+    cases = parser.add_mutually_exclusive_group()
+    cases.add_argument("--no-connect", action="store_true", help="skip the Spark Connect case")
+    cases.add_argument("--connect-only", action="store_true", help="skip the embedded case")
     args = parser.parse_args()
     adopt_orphans()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REBALANCE_", "SPARK_", "PYSPARK_"))}
@@ -100,9 +102,10 @@ def main() -> None:
         work = Path(scratch)
         env |= {"REBALANCE_LAKE": str(work / "lake"), "REBALANCE_SPARK_LOG": str(work / "spark.log")}
         rebalance(["run", "--snapshots", str(DEMO)], env, work)
-        load = os.getloadavg()[0]
-        cold = [rebalance(QUESTION, env, work) for _ in range(args.repeat)]
-        print(figures("what-if, embedded Spark (cold JVM)", cold, load), flush=True)
+        if not args.connect_only:
+            load = os.getloadavg()[0]
+            cold = [rebalance(QUESTION, env, work) for _ in range(args.repeat)]
+            print(figures("what-if, embedded Spark (cold JVM)", cold, load), flush=True)
         if args.no_connect:
             return
         with connect_server(work / "connect", python=sys.executable) as server:

@@ -1,0 +1,109 @@
+"""Great Expectations in a process of its own, for a what-if: GX's import (seconds of Python module loading) runs
+on the machine's other core while the what-if's process starts its Spark session and plans, instead of taking
+turns with them on that process's GIL; the gate then sends the worker each frame to validate.
+
+The worker is this module run as `python -m jobs.steps.gate_worker`: it imports GX, then answers requests read
+from its stdin, each a pickled (frame, suite, result format), with a pickled reply on its stdout: ("rows", the
+results of `gate_gx.validate`) or ("error", the failure in one line; its traceback went to stderr). It ends when its
+stdin closes. Pickle is safe here: both ends are this program, on a pair of pipes no one else holds.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+from planner.errors import SourceError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+STOP_TIMEOUT_S = 10.0
+# Optional integrations of GX (extras, not requirements) that its import loads when they are installed: its Spark
+# and SQL datasources and its S3 stores. The worker runs the pandas engine alone, so it keeps them out, as GX runs
+# where they are not installed (0.5 s of its import).
+NOT_FOR_PANDAS = ("pyspark", "sqlalchemy", "boto3")
+
+
+class GateWorker:
+    """A started worker process (it imports GX at once); `validate` waits for that import on first use."""
+
+    def __init__(self) -> None:
+        # stderr is this process's own: GX's warnings and a failure's traceback reach the same terminal or task log.
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jobs.steps.gate_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+
+    def validate(
+        self, frame: pd.DataFrame, suite: Mapping[str, Any], result_format: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """`gate_gx.validate` of `frame`, run by the worker."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            pickle.dump((frame, dict(suite), dict(result_format)), self.process.stdin)
+            self.process.stdin.flush()
+            kind, answer = pickle.load(self.process.stdout)
+        except (BrokenPipeError, EOFError) as e:
+            raise SourceError(f"Great Expectations' worker process ended (exit code {self.process.wait()})") from e
+        if kind == "error":
+            raise SourceError(f"Great Expectations' worker process: {answer}")
+        return list(answer)
+
+    def close(self) -> None:
+        """End the worker (its stdin closes, it exits); killed if it does not within STOP_TIMEOUT_S."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Import GX, then validate each request until `requests` ends."""
+    from jobs.steps.gate_gx import import_great_expectations, validate
+
+    for name in NOT_FOR_PANDAS:
+        sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
+    # GX's import makes millions of objects that live as long as this process: with the collector off meanwhile and
+    # the objects frozen after, no collection walks them again (0.6 s of CPU in the import, more at exit).
+    gc.disable()
+    import_great_expectations()
+    gc.freeze()
+    gc.enable()
+    while True:
+        try:
+            frame, suite, result_format = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply: tuple[str, Any] = ("rows", validate(frame, suite, result_format))
+        except Exception as e:  # reported to the gate, which fails with it; the traceback is for the log
+            traceback.print_exc()
+            reply = ("error", " ".join(f"{type(e).__name__}: {e}".split()))  # one line, as the CLI prints errors
+        pickle.dump(reply, replies)
+        replies.flush()
+
+
+def main() -> None:
+    """Serve on stdin and the stdout pipe; anything else written to stdout (by GX or below it) goes to stderr."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.stdin.buffer, replies)
+    # Ended without the interpreter's tear-down (freeing GX's modules: 0.1 s the what-if waits for), as `rebalance`
+    # ends (`jobs.cli.commands._end_promptly`); every reply is flushed, nothing else is left to write.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
