@@ -10,7 +10,9 @@ stdin closes. Pickle is safe here: both ends are this program, on a pair of pipe
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib.util
 import os
 import pickle
 import subprocess
@@ -29,6 +31,9 @@ STOP_TIMEOUT_S = 10.0
 # and SQL datasources and its S3 stores. The worker runs the pandas engine alone, so it keeps them out, as GX runs
 # where they are not installed (0.5 s of its import).
 NOT_FOR_PANDAS = ("pyspark", "sqlalchemy", "boto3")
+# Imported by GX for its distribution expectations (KL divergence, KS tests), which the plan suite does not use:
+# loaded when first used instead (0.6 s of the import).
+ON_FIRST_USE = ("scipy.stats",)
 
 
 class GateWorker:
@@ -58,7 +63,8 @@ class GateWorker:
     def close(self) -> None:
         """End the worker (its stdin closes, it exits); killed if it does not within STOP_TIMEOUT_S."""
         if self.process.stdin is not None:
-            self.process.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
+                self.process.stdin.close()
         try:
             self.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -70,16 +76,9 @@ class GateWorker:
 
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """Import GX, then validate each request until `requests` ends."""
-    from jobs.steps.gate_gx import import_great_expectations, validate
+    from jobs.steps.gate_gx import validate
 
-    for name in NOT_FOR_PANDAS:
-        sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
-    # GX's import makes millions of objects that live as long as this process: with the collector off meanwhile and
-    # the objects frozen after, no collection walks them again (0.6 s of CPU in the import, more at exit).
-    gc.disable()
-    import_great_expectations()
-    gc.freeze()
-    gc.enable()
+    import_for_pandas_engine()
     while True:
         try:
             frame, suite, result_format = pickle.load(requests)
@@ -92,6 +91,37 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             reply = ("error", " ".join(f"{type(e).__name__}: {e}".split()))  # one line, as the CLI prints errors
         pickle.dump(reply, replies)
         replies.flush()
+
+
+def import_for_pandas_engine() -> None:
+    """Import GX as its pandas engine needs it: without NOT_FOR_PANDAS, ON_FIRST_USE loaded when first used."""
+    from jobs.steps.gate_gx import import_great_expectations
+
+    for name in NOT_FOR_PANDAS:
+        sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
+    for name in ON_FIRST_USE:
+        import_on_first_use(name)
+    # GX's import makes 300,000 objects that live as long as this process: with the collector off meanwhile (its
+    # passes over them took 0.6 s of CPU) and the objects frozen after, no collection walks them again.
+    gc.disable()
+    import_great_expectations()
+    gc.freeze()
+    gc.enable()
+
+
+def import_on_first_use(name: str) -> None:
+    """Make submodule `name` (`package.module`) load when one of its attributes is first read (importlib's
+    LazyLoader), not when it is imported. Set as its package's attribute too: `from package import module` then
+    takes it as it is, where Python 3.11's import machinery would read its `__spec__`, which loads it."""
+    package, _, module_name = name.rpartition(".")
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return  # not installed: an import of it fails as it would have
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    setattr(sys.modules[package], module_name, module)
 
 
 def main() -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -11,6 +16,8 @@ from planner.errors import SourceError
 from schemas.quality import PLAN_SUITE
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 FRAME = pd.DataFrame(
     {
@@ -45,3 +52,20 @@ def test_a_worker_that_died_fails_the_gate_with_its_exit_code() -> None:
     with pytest.raises(SourceError, match=r"worker process ended \(exit code -9\)"):
         worker.validate(FRAME, PLAN_SUITE, SUMMARY)
     worker.close()
+
+
+def test_a_module_imported_on_first_use_loads_when_first_read() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from jobs.steps.gate_worker import import_on_first_use
+
+        import_on_first_use("scipy.stats")
+        from scipy import stats
+
+        print(type(stats).__name__, "scipy.stats._stats_py" in sys.modules, stats.norm.cdf(0.0), type(stats).__name__)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["_LazyModule", "False", "0.5", "module"]
