@@ -28,7 +28,7 @@ from planner.errors import SourceError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from jobs.steps.gate_worker import GateWorker
+    from jobs.io.gx_worker import GxWorker
 
 
 def new_run_id(trigger: str = "manual") -> str:
@@ -83,7 +83,7 @@ class RunContext:
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
     _owns_jvm: bool = field(default=False, init=False, repr=False)  # the driver JVM is this context's to stop
     # A what-if's Great Expectations process, started by `jobs.pipeline.warm_up`: the gate validates there.
-    gate_worker: GateWorker | None = field(default=None, init=False, repr=False)
+    gx_worker: GxWorker | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._spark is None:
@@ -160,11 +160,11 @@ class RunContext:
             stop_spark(self._starting.result())
         self._spark, self._starting, self._owns_jvm = None, None, False
 
-    def stop_gate_worker(self) -> None:
+    def stop_gx_worker(self) -> None:
         """End the Great Expectations process `warm_up` started, if any (again: nothing)."""
-        if self.gate_worker is not None:
-            self.gate_worker.close()
-            self.gate_worker = None
+        if self.gx_worker is not None:
+            self.gx_worker.close()
+            self.gx_worker = None
 
     def settle(self) -> None:
         """Wait for a background start to finish, ignoring its outcome: a run that fails before it needs Spark

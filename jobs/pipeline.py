@@ -184,12 +184,12 @@ def warm_up(config: Config, *, one_group: bool = False) -> RunContext:
     """A context for a run that needs Spark and Great Expectations soon (a what-if), with both warming up in the
     background while the first steps run: a what-if's scenario takes a fraction of a second, so its plan step would
     otherwise wait for both in turn (2.5 s of JVM, then 2.7 s of GX's import inside the gate). GX's import, over
-    Spark Connect the longest wait of all, starts first, in a process of its own (`jobs.steps.gate_worker`): on a
+    Spark Connect the longest wait of all, starts first, in a process of its own (`jobs.io.gx_worker`): on a
     thread here it took turns with the session and the steps on this process's GIL. Close the context's
-    `gate_worker` when done."""
-    from jobs.steps.gate_worker import GateWorker
+    `gx_worker` when done."""
+    from jobs.io.gx_worker import GxWorker
 
-    worker = GateWorker()  # before this process's own imports (jobs.context: the lake's, 0.3 s)
+    worker = GxWorker()  # before this process's own imports (jobs.context: the lake's, 0.3 s)
     from jobs.context import RunContext
 
     try:
@@ -197,7 +197,7 @@ def warm_up(config: Config, *, one_group: bool = False) -> RunContext:
     except BaseException:
         worker.close()
         raise
-    ctx.gate_worker = worker
+    ctx.gx_worker = worker
     ctx.start_spark()
     return ctx
 

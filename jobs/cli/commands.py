@@ -344,12 +344,12 @@ def _what_if(args: argparse.Namespace) -> int:
             for name in pipeline.WHAT_IF:
                 results[name] = pipeline.step(ctx, name, params)
                 if name == "gate":
-                    ctx.stop_gate_worker()  # its exit overlaps the steps after
+                    ctx.stop_gx_worker()  # its exit overlaps the steps after
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
     finally:
-        ctx.stop_gate_worker()
+        ctx.stop_gx_worker()
     from jobs.what_if_answer import answer, as_json, format_answer  # after warm_up: the worker starts sooner
 
     report, pages = results["publish"].rows, results["report"].by_group("page")

@@ -2,11 +2,12 @@
 
 The frame the suite validates (`plan_check`) is built in Arrow in this process from the run's files (delta-rs
 resolves each table; one read per chosen strategy keeps only the chosen plans: a thousand groups' are half a million
-rows) and GX validates it with its pandas engine. Groups go in batches of about BATCH_ROWS plan rows, each batch's
-check built and validated alone, so memory stays bounded however many groups a run has (10,000 groups: 1.8 GB peak,
-3.7 GB when built at once); a group's rows are always in one batch, so every expectation, uniqueness too, sees each
-group whole. Over Spark the same suite cost a job per metric (about 20 s for a thousand groups, most of it building
-the frame; 4 s now), and the gate needs no JVM: an Airflow task gating a run starts none.
+rows) and GX validates it with its pandas engine (here, or in a what-if's worker process: `jobs.io.gx_worker`).
+Groups go in batches of about BATCH_ROWS plan rows, each batch's check built and validated alone, so memory stays
+bounded however many groups a run has (10,000 groups: 1.8 GB peak, 3.7 GB when built at once); a group's rows are
+always in one batch, so every expectation, uniqueness too, sees each group whole. Over Spark the same suite cost a
+job per metric (about 20 s for a thousand groups, most of it building the frame; 4 s now), and the gate needs no
+JVM: an Airflow task gating a run starts none.
 GX first gives each expectation's verdict alone (result format BOOLEAN_ONLY, the fewest passes); only
 when one fails in a batch does GX count again (SUMMARY, the failed ones alone) and the batch's unexpected rows are
 split by generation (counts, and the first rows of each as the details) by restating the expectation's rule. A
@@ -26,8 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.context import RunContext, StepResult
-from jobs.io.lake import Lake, rows_table
-from jobs.steps.gate_gx import (
+from jobs.io.gx import (
     DETAIL_ROWS,
     SUMMARY,
     Validate,
@@ -35,6 +35,7 @@ from jobs.steps.gate_gx import (
     import_great_expectations,
     validate,
 )
+from jobs.io.lake import Lake, rows_table
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.rows import Generation
 from schemas.tables import PLANS
@@ -147,14 +148,14 @@ def run(ctx: RunContext) -> StepResult:
         return StepResult()
     # A what-if's worker process has imported GX already; otherwise the import (seconds of module loading) runs here
     # while the rows are read and joined.
-    importing = import_in_background() if ctx.gate_worker is None else None
+    importing = import_in_background() if ctx.gx_worker is None else None
     chosen = chosen_frame(generations)
     members = lake.read_arrow("snapshots", [("snapshot_id", "=", run_id)], ["group_id", "member_id", "topics"])
     partitions = lake.read_arrow("topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition"])
     candidates = chosen_plans(lake, chosen)
     if importing is not None:
         importing.join()
-    check_with = validate if ctx.gate_worker is None else ctx.gate_worker.validate
+    check_with = validate if ctx.gx_worker is None else ctx.gx_worker.validate
     verdicts: dict[str, bool] = {}
     failing: dict[str, Split] = {}
     for groups in group_batches(candidates, chosen, BATCH_ROWS):

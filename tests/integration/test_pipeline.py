@@ -15,9 +15,9 @@ from jobs import pipeline
 from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
+from jobs.io.gx_worker import GxWorker
 from jobs.io.lake import Lake, rows_table
 from jobs.steps import gate, ingest, plan, publish
-from jobs.steps.gate_worker import GateWorker
 from planner import assign
 from planner.group import from_snapshot
 
@@ -135,11 +135,11 @@ def test_the_gate_through_a_what_ifs_worker_process_writes_the_same_gate_results
     here = gate.run(ctx)
     written = lake.read_arrow("gate_results").to_pylist()
     lake.table("gate_results").delete()
-    ctx.gate_worker = GateWorker()
+    ctx.gx_worker = GxWorker()
     try:
         assert gate.run(ctx) == here
     finally:
-        ctx.stop_gate_worker()
+        ctx.stop_gx_worker()
     assert sorted(lake.read_arrow("gate_results").to_pylist(), key=str) == sorted(written, key=str)
     assert len(written) == 5 * 4 and not here.by_group("passed")["inventory"]
 

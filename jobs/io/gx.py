@@ -1,7 +1,6 @@
-"""The gate's Great Expectations side: importing GX and validating a frame with a suite (`schemas.quality`).
-
-Kept apart from `jobs.steps.gate` so that a process that only validates (`jobs.steps.gate_worker`) imports GX and
-nothing of the lake or of Spark's session.
+"""Great Expectations as the gate runs it: importing GX and validating a frame with a suite (`schemas.quality`)
+with its pandas engine, in this process (`validate`) or in a worker process (`jobs.io.gx_worker`, which imports
+this module and nothing of the lake or of Spark).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ SUMMARY = {
     "partial_unexpected_count": DETAIL_ROWS,
 }
 
-# How a frame is validated: here (`validate`) or in a worker process (`GateWorker.validate`); same arguments.
+# How a frame is validated: here (`validate`) or in a worker process (`GxWorker.validate`); same arguments.
 Validate = Callable[["pd.DataFrame", Mapping[str, Any], Mapping[str, Any]], list[dict[str, Any]]]
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from jobs.steps.gate_gx import SUMMARY
-from jobs.steps.gate_worker import GateWorker
+from jobs.io.gx import SUMMARY
+from jobs.io.gx_worker import GxWorker
 from planner.errors import SourceError
 from schemas.quality import PLAN_SUITE
 
@@ -34,7 +34,7 @@ FRAME = pd.DataFrame(
 
 
 def test_a_failure_inside_great_expectations_is_named_and_the_worker_serves_on() -> None:
-    worker = GateWorker()
+    worker = GxWorker()
     try:
         misspelt = {"type": "expect_column_values_to_not_be_null", "kwargs": {"columns": "member"}}
         with pytest.raises(SourceError, match="worker process: ValidationError: .* column field required"):
@@ -47,7 +47,7 @@ def test_a_failure_inside_great_expectations_is_named_and_the_worker_serves_on()
 
 
 def test_a_worker_that_died_fails_the_gate_with_its_exit_code() -> None:
-    worker = GateWorker()
+    worker = GxWorker()
     worker.process.kill()
     with pytest.raises(SourceError, match=r"worker process ended \(exit code -9\)"):
         worker.validate(FRAME, PLAN_SUITE, SUMMARY)
@@ -58,7 +58,7 @@ def test_a_module_imported_on_first_use_loads_when_first_read() -> None:
     code = textwrap.dedent(
         """
         import sys
-        from jobs.steps.gate_worker import import_on_first_use
+        from jobs.io.gx_worker import import_on_first_use
 
         import_on_first_use("scipy.stats")
         from scipy import stats

@@ -2,9 +2,9 @@
 on the machine's other core while the what-if's process starts its Spark session and plans, instead of taking
 turns with them on that process's GIL; the gate then sends the worker each frame to validate.
 
-The worker is this module run as `python -m jobs.steps.gate_worker`: it imports GX, then answers requests read
-from its stdin, each a pickled (frame, suite, result format), with a pickled reply on its stdout: ("rows", the
-results of `gate_gx.validate`) or ("error", the failure in one line; its traceback went to stderr). It ends when its
+The worker is this module run as `python -m jobs.io.gx_worker`: it imports GX, then answers requests read from
+its stdin, each a pickled (frame, suite, result format), with a pickled reply on its stdout: ("rows", the results
+of `jobs.io.gx.validate`) or ("error", the failure in one line; its traceback went to stderr). It ends when its
 stdin closes. Pickle is safe here: both ends are this program, on a pair of pipes no one else holds.
 """
 
@@ -36,19 +36,19 @@ NOT_FOR_PANDAS = ("pyspark", "sqlalchemy", "boto3")
 ON_FIRST_USE = ("scipy.stats",)
 
 
-class GateWorker:
+class GxWorker:
     """A started worker process (it imports GX at once); `validate` waits for that import on first use."""
 
     def __init__(self) -> None:
         # stderr is this process's own: GX's warnings and a failure's traceback reach the same terminal or task log.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobs.steps.gate_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-m", "jobs.io.gx_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
 
     def validate(
         self, frame: pd.DataFrame, suite: Mapping[str, Any], result_format: Mapping[str, Any]
     ) -> list[dict[str, Any]]:
-        """`gate_gx.validate` of `frame`, run by the worker."""
+        """`jobs.io.gx.validate` of `frame`, run by the worker."""
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
             pickle.dump((frame, dict(suite), dict(result_format)), self.process.stdin)
@@ -76,7 +76,7 @@ class GateWorker:
 
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """Import GX, then validate each request until `requests` ends."""
-    from jobs.steps.gate_gx import validate
+    from jobs.io.gx import validate
 
     import_for_pandas_engine()
     while True:
@@ -95,7 +95,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 def import_for_pandas_engine() -> None:
     """Import GX as its pandas engine needs it: without NOT_FOR_PANDAS, ON_FIRST_USE loaded when first used."""
-    from jobs.steps.gate_gx import import_great_expectations
+    from jobs.io.gx import import_great_expectations
 
     for name in NOT_FOR_PANDAS:
         sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
