@@ -15,6 +15,7 @@ import gc
 import importlib.util
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import traceback
@@ -26,7 +27,7 @@ from planner.errors import SourceError
 if TYPE_CHECKING:
     import pandas as pd
 
-STOP_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 1.0  # an idle worker exits at once when its stdin closes; one still importing GX is killed
 # Optional integrations of GX (extras, not requirements) that its import loads when they are installed: its Spark
 # and SQL datasources and its S3 stores. The worker runs the pandas engine alone, so it keeps them out, as GX runs
 # where they are not installed (0.5 s of its import).
@@ -61,7 +62,8 @@ class GxWorker:
         return list(answer)
 
     def close(self) -> None:
-        """End the worker (its stdin closes, it exits); killed if it does not within STOP_TIMEOUT_S."""
+        """End the worker (its stdin closes, it exits); killed if it has not within STOP_TIMEOUT_S: it holds nothing
+        to finish, and a what-if that failed before its gate ends without waiting for GX's import."""
         if self.process.stdin is not None:
             with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
                 self.process.stdin.close()
@@ -126,6 +128,7 @@ def import_on_first_use(name: str) -> None:
 
 def main() -> None:
     """Serve on stdin and the stdout pipe; anything else written to stdout (by GX or below it) goes to stderr."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the what-if's process too, which ends this one
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     serve(sys.stdin.buffer, replies)
