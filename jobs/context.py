@@ -28,6 +28,8 @@ from planner.errors import SourceError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from jobs.io.gx_worker import GxWorker
+
 
 def new_run_id(trigger: str = "manual") -> str:
     """A run id in Airflow's style plus a random suffix, unique even for runs started in the same millisecond."""
@@ -80,6 +82,8 @@ class RunContext:
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
     _owns_jvm: bool = field(default=False, init=False, repr=False)  # the driver JVM is this context's to stop
+    # A what-if's Great Expectations process, started by `jobs.pipeline.warm_up`: the gate validates there.
+    gx_worker: GxWorker | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._spark is None:
@@ -155,6 +159,12 @@ class RunContext:
 
             stop_spark(self._starting.result())
         self._spark, self._starting, self._owns_jvm = None, None, False
+
+    def stop_gx_worker(self) -> None:
+        """End the Great Expectations process `warm_up` started, if any (again: nothing)."""
+        if self.gx_worker is not None:
+            self.gx_worker.close()
+            self.gx_worker = None
 
     def settle(self) -> None:
         """Wait for a background start to finish, ignoring its outcome: a run that fails before it needs Spark

@@ -182,14 +182,22 @@ def step(ctx: RunContext, name: str, params: Mapping[str, Any]) -> StepResult:
 
 def warm_up(config: Config, *, one_group: bool = False) -> RunContext:
     """A context for a run that needs Spark and Great Expectations soon (a what-if), with both warming up in the
-    background, each on its own core, while the first steps run: a what-if's scenario takes a fraction of a second,
-    so its plan step would otherwise wait for both in turn (2.5 s of JVM, then 2.7 s of GX's import inside the gate).
-    GX's import starts first, before the context is built: over Spark Connect it is the longest wait of all."""
-    from jobs.context import RunContext
-    from jobs.steps.gate import import_in_background
+    background while the first steps run: a what-if's scenario takes a fraction of a second, so its plan step would
+    otherwise wait for both in turn (2.5 s of JVM, then 2.7 s of GX's import inside the gate). GX's import, over
+    Spark Connect the longest wait of all, starts first, in a process of its own (`jobs.io.gx_worker`): on a
+    thread here it took turns with the session and the steps on this process's GIL. Close the context's
+    `gx_worker` when done."""
+    from jobs.io.gx_worker import GxWorker
 
-    import_in_background()
-    ctx = RunContext.create(config, one_group=one_group)
+    worker = GxWorker()  # before this process's own imports (jobs.context: the lake's, 0.3 s)
+    from jobs.context import RunContext
+
+    try:
+        ctx = RunContext.create(config, one_group=one_group)
+    except BaseException:
+        worker.close()
+        raise
+    ctx.gx_worker = worker
     ctx.start_spark()
     return ctx
 

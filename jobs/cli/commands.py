@@ -326,7 +326,6 @@ def _add_what_if(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _what_if(args: argparse.Namespace) -> int:
     from jobs import pipeline
     from jobs.cli.skew_options import parse_counts
-    from jobs.what_if_answer import answer, as_json, format_answer
 
     params = {
         "group": args.group,
@@ -337,14 +336,22 @@ def _what_if(args: argparse.Namespace) -> int:
     ctx = pipeline.warm_up(
         pipeline.config_from_params({"strategies": args.strategies, "lake": args.lake}), one_group=True
     )
+    results = {}
     try:
         if not ctx.embedded:
             _ = ctx.spark  # a cluster's or a Connect server's executors are checked before the scenario is written
         with contextlib.redirect_stdout(sys.stderr):  # the steps' progress lines: stdout carries the answer alone
-            results = {name: pipeline.step(ctx, name, params) for name in pipeline.WHAT_IF}
+            for name in pipeline.WHAT_IF:
+                results[name] = pipeline.step(ctx, name, params)
+                if name == "gate":
+                    ctx.stop_gx_worker()  # its exit overlaps the steps after
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
+    finally:
+        ctx.stop_gx_worker()
+    from jobs.what_if_answer import answer, as_json, format_answer  # after warm_up: the worker starts sooner
+
     report, pages = results["publish"].rows, results["report"].by_group("page")
     for published in report:
         found = answer(ctx.lake, published, pages.get(published["group_id"]))

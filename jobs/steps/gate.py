@@ -2,11 +2,12 @@
 
 The frame the suite validates (`plan_check`) is built in Arrow in this process from the run's files (delta-rs
 resolves each table; one read per chosen strategy keeps only the chosen plans: a thousand groups' are half a million
-rows) and GX validates it with its pandas engine. Groups go in batches of about BATCH_ROWS plan rows, each batch's
-check built and validated alone, so memory stays bounded however many groups a run has (10,000 groups: 1.8 GB peak,
-3.7 GB when built at once); a group's rows are always in one batch, so every expectation, uniqueness too, sees each
-group whole. Over Spark the same suite cost a job per metric (about 20 s for a thousand groups, most of it building
-the frame; 4 s now), and the gate needs no JVM: an Airflow task gating a run starts none.
+rows) and GX validates it with its pandas engine (here, or in a what-if's worker process: `jobs.io.gx_worker`).
+Groups go in batches of about BATCH_ROWS plan rows, each batch's check built and validated alone, so memory stays
+bounded however many groups a run has (10,000 groups: 1.8 GB peak, 3.7 GB when built at once); a group's rows are
+always in one batch, so every expectation, uniqueness too, sees each group whole. Over Spark the same suite cost a
+job per metric (about 20 s for a thousand groups, most of it building the frame; 4 s now), and the gate needs no
+JVM: an Airflow task gating a run starts none.
 GX first gives each expectation's verdict alone (result format BOOLEAN_ONLY, the fewest passes); only
 when one fails in a batch does GX count again (SUMMARY, the failed ones alone) and the batch's unexpected rows are
 split by generation (counts, and the first rows of each as the details) by restating the expectation's rule. A
@@ -17,7 +18,6 @@ GX's count) fails every generation of the batch.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from threading import Thread
 from typing import TYPE_CHECKING, Any, cast
@@ -27,8 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.context import RunContext, StepResult
+from jobs.io.gx import (
+    DETAIL_ROWS,
+    SUMMARY,
+    Validate,
+    expectation_name,
+    import_great_expectations,
+    validate,
+)
 from jobs.io.lake import Lake, rows_table
-from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.rows import Generation
 from schemas.tables import PLANS
@@ -37,15 +44,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 CHOSEN = pa.schema([("generation_id", pa.int64()), ("group_id", pa.string()), ("strategy", pa.string())])
-DETAIL_ROWS = 20  # failing rows kept per generation and expectation in gate_results.details
 # Plan rows checked at once: the check's joins and GX's pandas engine hold a few copies of a batch's rows.
 BATCH_ROWS = 500_000
 CHECKED = (*PLAN_KEY, "member", "subscribed", "expected")
-SUMMARY = {
-    "result_format": "SUMMARY",
-    "unexpected_index_column_names": PLAN_KEY,
-    "partial_unexpected_count": DETAIL_ROWS,
-}
 
 Split = dict[tuple[int, str], tuple[int, list[dict[str, Any]]]]  # (generation, group) -> (count, first rows)
 
@@ -128,12 +129,6 @@ def of_groups(table: pa.Table, groups: Sequence[str]) -> pa.Table:
     return table.filter(pc.is_in(table.column("group_id"), pa.array(groups, pa.string())))
 
 
-def import_great_expectations() -> None:
-    """Import Great Expectations (seconds of module loading), with its usage analytics off."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations.expectations  # noqa: F401
-
-
 def import_in_background() -> Thread:
     """Import Great Expectations on a thread of its own, started here. pyspark's loggers, which its import would
     make on that thread while this one makes others, are made first, here (`jobs.io.spark.prepare_logs`)."""
@@ -145,70 +140,29 @@ def import_in_background() -> Thread:
     return importing
 
 
-def validate(
-    frame: pd.DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
-) -> list[dict[str, Any]]:
-    """Run the suite with Great Expectations' pandas engine; one result per expectation: verdict and, unless the
-    result format is BOOLEAN_ONLY, the unexpected count and the first unexpected rows (DETAIL_ROWS of them)."""
-    import_great_expectations()
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-    from great_expectations.core.expectation_suite import ExpectationSuite
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    batch = (
-        context.data_sources.add_pandas("lake")
-        .add_dataframe_asset("plan_check")
-        .add_batch_definition_whole_dataframe("run")
-    )
-    expectations = []
-    for spec in suite["expectations"]:
-        cls = next(c for c in vars(gxe).values() if getattr(c, "expectation_type", None) == spec["type"])
-        expectations.append(cls(**spec["kwargs"]))
-    gx_suite = context.suites.add(ExpectationSuite(name=suite["name"], expectations=expectations))
-    definition = context.validation_definitions.add(
-        gx.ValidationDefinition(name=suite["name"], data=batch, suite=gx_suite)
-    )
-    outcome = definition.run(batch_parameters={"dataframe": frame}, result_format=dict(result_format))
-    rows = []
-    for r in outcome.results:
-        config = r.expectation_config
-        if config is None:  # GX attaches it to every result of a suite run; without it the row would name nothing
-            raise SourceError("Great Expectations returned a validation result without its expectation")
-        rows.append(
-            {
-                "expectation": _name(config.type, config.kwargs),
-                "type": config.type,
-                "kwargs": dict(config.kwargs),
-                "success": bool(r.success),
-                "unexpected_count": r.result.get("unexpected_count") or 0,
-                "unexpected": r.result.get("partial_unexpected_index_list") or [],
-            }
-        )
-    return rows
-
-
 def run(ctx: RunContext) -> StepResult:
     """Gate every generation planned by `ctx.run_id` and write `gate_results`; a row per group: passed."""
     lake, run_id = ctx.lake, ctx.run_id
     generations = lake.generations([("run_id", "=", run_id)])
     if not generations:
         return StepResult()
-    importing = import_in_background()  # seconds of module loading, while the rows are read and joined
+    # A what-if's worker process has imported GX already; otherwise the import (seconds of module loading) runs here
+    # while the rows are read and joined.
+    importing = import_in_background() if ctx.gx_worker is None else None
     chosen = chosen_frame(generations)
     members = lake.read_arrow("snapshots", [("snapshot_id", "=", run_id)], ["group_id", "member_id", "topics"])
     partitions = lake.read_arrow("topic_partitions", [("snapshot_id", "=", run_id)], ["topic", "partition"])
     candidates = chosen_plans(lake, chosen)
-    importing.join()
+    if importing is not None:
+        importing.join()
+    check_with = validate if ctx.gx_worker is None else ctx.gx_worker.validate
     verdicts: dict[str, bool] = {}
     failing: dict[str, Split] = {}
     for groups in group_batches(candidates, chosen, BATCH_ROWS):
         check = plan_check(
             of_groups(candidates, groups), of_groups(members, groups), partitions, of_groups(chosen, groups)
         )
-        for name, ok, split in validate_batch(check):
+        for name, ok, split in validate_batch(check, check_with):
             verdicts[name] = verdicts.get(name, True) and ok
             failing.setdefault(name, {}).update(split)
     rows, passed = [], {}
@@ -232,14 +186,14 @@ def run(ctx: RunContext) -> StepResult:
     return StepResult(tuple({"group_id": g, "passed": ok} for g, ok in sorted(passed.items())))
 
 
-def validate_batch(batch: pa.Table) -> list[tuple[str, bool, Split]]:
+def validate_batch(batch: pa.Table, check_with: Validate = validate) -> list[tuple[str, bool, Split]]:
     """The suite's verdict on one batch of whole groups, per expectation, with a failed one's unexpected rows split
-    by generation (an empty split for one that passed)."""
+    by generation (an empty split for one that passed); `check_with` runs GX (here, or in a worker process)."""
     frame = batch.to_pandas()
-    results = validate(frame, result_format={"result_format": "BOOLEAN_ONLY"})
+    results = check_with(frame, PLAN_SUITE, {"result_format": "BOOLEAN_ONLY"})
     failed = {r["expectation"] for r in results if not r["success"]}
     # Only a failure needs counting: GX counts again, on the failed expectations alone, for the split to match.
-    counted = {r["expectation"]: r for r in validate(frame, suite_of(failed))} if failed else {}
+    counted = {r["expectation"]: r for r in check_with(frame, suite_of(failed), SUMMARY)} if failed else {}
     return [
         (
             r["expectation"],
@@ -300,10 +254,4 @@ def _domain(kwargs: Mapping[str, Any]) -> Sequence[str]:
 def suite_of(expectations: set[str]) -> dict[str, Any]:
     """The plan suite holding only the named expectations."""
     specs = cast(list[Mapping[str, Any]], PLAN_SUITE["expectations"])
-    return PLAN_SUITE | {"expectations": [e for e in specs if _name(e["type"], e["kwargs"]) in expectations]}
-
-
-def _name(kind: str, kwargs: Mapping[str, Any]) -> str:
-    """A readable, unique expectation label such as `expect_column_values_to_not_be_null(member)`."""
-    target = kwargs.get("column") or ",".join(kwargs.get("column_list") or [])
-    return f"{kind}({target})"
+    return PLAN_SUITE | {"expectations": [e for e in specs if expectation_name(e["type"], e["kwargs"]) in expectations]}

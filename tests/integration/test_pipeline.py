@@ -15,6 +15,7 @@ from jobs import pipeline
 from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
+from jobs.io.gx_worker import GxWorker
 from jobs.io.lake import Lake, rows_table
 from jobs.steps import gate, ingest, plan, publish
 from planner import assign
@@ -129,9 +130,42 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(
         config = dataclasses.replace(config, snapshots=str(tmp_path / "one"))
     ctx = RunContext.create(config, "run-1", trigger="scheduled", spark=spark)
     ingest.run(ctx, received_at=T0)
-    ids = plan.run(ctx).by_group("generation_id")
+    break_inventory_plan(lake, plan.run(ctx).by_group("generation_id"))
+    passed = gate.run(ctx).by_group("passed")
+    assert (len(batches) > 1) == (batch_rows == 40)
+    others = {"audit-archiver": True, "clickstream-etl": True, "payments": True, "shipping": True}
+    assert passed == {"inventory": False} | ({} if alone else others)
+    report = {r["group_id"]: r for r in publish.run(ctx).rows}
+    assert report["inventory"]["status"] == "rejected"
+    assert alone or report["payments"]["status"] == "approved"
+    assert report["inventory"]["gate_summary"] == (
+        "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "
+        "expect_column_values_to_be_in_set(subscribed), expect_column_values_to_not_be_null(member)"
+    )
+    results = {r["expectation"]: r for r in lake.read_arrow("gate_results").to_pylist() if r["group_id"] == "inventory"}
+    assert results["expect_column_values_to_not_be_null(member)"]["observed_value"] == "1 unexpected rows"
+    assert '"partition": 5' in results["expect_column_values_to_not_be_null(member)"]["details"]
+
+
+def test_the_gate_through_a_what_ifs_worker_process_writes_the_same_gate_results(spark, lake, config):
+    ctx = RunContext.create(config, "run-1", trigger="scheduled", spark=spark)
+    ingest.run(ctx, received_at=T0)
+    break_inventory_plan(lake, plan.run(ctx).by_group("generation_id"))
+    here = gate.run(ctx)
+    written = lake.read_arrow("gate_results").to_pylist()
+    lake.table("gate_results").delete()
+    ctx.gx_worker = GxWorker()
+    try:
+        assert gate.run(ctx) == here
+    finally:
+        ctx.stop_gx_worker()
+    assert sorted(lake.read_arrow("gate_results").to_pylist(), key=str) == sorted(written, key=str)
+    assert len(written) == 5 * 4 and not here.by_group("passed")["inventory"]
+
+
+def break_inventory_plan(lake: Lake, ids: dict[str, int]) -> None:
+    """Drop one inventory partition and hand another to a member that does not subscribe to its topic."""
     table = DeltaTable(lake.path("plans"))
-    # Drop one inventory partition and hand another to a member that does not subscribe to its topic.
     table.delete("group_id = 'inventory' AND topic = 'stock' AND partition = 5")
     table.update(
         predicate="group_id = 'inventory' AND topic = 'stock' AND partition = 0", updates={"member": "'inv-c-33'"}
@@ -152,20 +186,6 @@ def test_the_gate_rejects_a_plan_that_breaks_the_invariants(
             ],
         ),
     )
-    passed = gate.run(ctx).by_group("passed")
-    assert (len(batches) > 1) == (batch_rows == 40)
-    others = {"audit-archiver": True, "clickstream-etl": True, "payments": True, "shipping": True}
-    assert passed == {"inventory": False} | ({} if alone else others)
-    report = {r["group_id"]: r for r in publish.run(ctx).rows}
-    assert report["inventory"]["status"] == "rejected"
-    assert alone or report["payments"]["status"] == "approved"
-    assert report["inventory"]["gate_summary"] == (
-        "1/4 expectations passed; failed: expect_column_values_to_be_in_set(expected), "
-        "expect_column_values_to_be_in_set(subscribed), expect_column_values_to_not_be_null(member)"
-    )
-    results = {r["expectation"]: r for r in lake.read_arrow("gate_results").to_pylist() if r["group_id"] == "inventory"}
-    assert results["expect_column_values_to_not_be_null(member)"]["observed_value"] == "1 unexpected rows"
-    assert '"partition": 5' in results["expect_column_values_to_not_be_null(member)"]["details"]
 
 
 def test_history_is_queryable_with_spark_sql(spark, lake, config):

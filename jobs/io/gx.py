@@ -1,0 +1,83 @@
+"""Great Expectations as the gate runs it: importing GX and validating a frame with a suite (`schemas.quality`)
+with its pandas engine, in this process (`validate`) or in a worker process (`jobs.io.gx_worker`, which imports
+this module and nothing of the lake or of Spark).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import SourceError
+from schemas.quality import PLAN_KEY, PLAN_SUITE
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DETAIL_ROWS = 20  # failing rows kept per generation and expectation in gate_results.details
+SUMMARY = {
+    "result_format": "SUMMARY",
+    "unexpected_index_column_names": PLAN_KEY,
+    "partial_unexpected_count": DETAIL_ROWS,
+}
+
+# How a frame is validated: here (`validate`) or in a worker process (`GxWorker.validate`); same arguments.
+Validate = Callable[["pd.DataFrame", Mapping[str, Any], Mapping[str, Any]], list[dict[str, Any]]]
+
+
+def import_great_expectations() -> None:
+    """Import Great Expectations (seconds of module loading), with its usage analytics off."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations.expectations  # noqa: F401
+
+
+def validate(
+    frame: pd.DataFrame, suite: Mapping[str, Any] = PLAN_SUITE, result_format: Mapping[str, Any] = SUMMARY
+) -> list[dict[str, Any]]:
+    """Run the suite with Great Expectations' pandas engine; one result per expectation: verdict and, unless the
+    result format is BOOLEAN_ONLY, the unexpected count and the first unexpected rows (DETAIL_ROWS of them)."""
+    import_great_expectations()
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.core.expectation_suite import ExpectationSuite
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    batch = (
+        context.data_sources.add_pandas("lake")
+        .add_dataframe_asset("plan_check")
+        .add_batch_definition_whole_dataframe("run")
+    )
+    expectations = []
+    for spec in suite["expectations"]:
+        cls = next(c for c in vars(gxe).values() if getattr(c, "expectation_type", None) == spec["type"])
+        expectations.append(cls(**spec["kwargs"]))
+    gx_suite = context.suites.add(ExpectationSuite(name=suite["name"], expectations=expectations))
+    definition = context.validation_definitions.add(
+        gx.ValidationDefinition(name=suite["name"], data=batch, suite=gx_suite)
+    )
+    outcome = definition.run(batch_parameters={"dataframe": frame}, result_format=dict(result_format))
+    rows = []
+    for r in outcome.results:
+        config = r.expectation_config
+        if config is None:  # GX attaches it to every result of a suite run; without it the row would name nothing
+            raise SourceError("Great Expectations returned a validation result without its expectation")
+        rows.append(
+            {
+                "expectation": expectation_name(config.type, config.kwargs),
+                "type": config.type,
+                "kwargs": dict(config.kwargs),
+                "success": bool(r.success),
+                "unexpected_count": r.result.get("unexpected_count") or 0,
+                "unexpected": r.result.get("partial_unexpected_index_list") or [],
+            }
+        )
+    return rows
+
+
+def expectation_name(kind: str, kwargs: Mapping[str, Any]) -> str:
+    """A readable, unique expectation label such as `expect_column_values_to_not_be_null(member)`."""
+    target = kwargs.get("column") or ",".join(kwargs.get("column_list") or [])
+    return f"{kind}({target})"

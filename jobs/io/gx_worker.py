@@ -1,0 +1,142 @@
+"""Great Expectations in a process of its own, for a what-if: GX's import (seconds of Python module loading) runs
+on the machine's other core while the what-if's process starts its Spark session and plans, instead of taking
+turns with them on that process's GIL; the gate then sends the worker each frame to validate.
+
+The worker is this module run as `python -m jobs.io.gx_worker`: it imports GX, then answers requests read from
+its stdin, each a pickled (frame, suite, result format), with a pickled reply on its stdout: ("rows", the results
+of `jobs.io.gx.validate`) or ("error", the failure in one line; its traceback went to stderr). It ends when its
+stdin closes. Pickle is safe here: both ends are this program, on a pair of pipes no one else holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+from planner.errors import SourceError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+STOP_TIMEOUT_S = 1.0  # an idle worker exits at once when its stdin closes; one still importing GX is killed
+# Optional integrations of GX (extras, not requirements) that its import loads when they are installed: its Spark
+# and SQL datasources and its S3 stores. The worker runs the pandas engine alone, so it keeps them out, as GX runs
+# where they are not installed (0.5 s of its import).
+NOT_FOR_PANDAS = ("pyspark", "sqlalchemy", "boto3")
+# Imported by GX for its distribution expectations (KL divergence, KS tests), which the plan suite does not use:
+# loaded when first used instead (0.6 s of the import).
+ON_FIRST_USE = ("scipy.stats",)
+
+
+class GxWorker:
+    """A started worker process (it imports GX at once); `validate` waits for that import on first use."""
+
+    def __init__(self) -> None:
+        # stderr is this process's own: GX's warnings and a failure's traceback reach the same terminal or task log.
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jobs.io.gx_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+
+    def validate(
+        self, frame: pd.DataFrame, suite: Mapping[str, Any], result_format: Mapping[str, Any]
+    ) -> list[dict[str, Any]]:
+        """`jobs.io.gx.validate` of `frame`, run by the worker."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            pickle.dump((frame, dict(suite), dict(result_format)), self.process.stdin)
+            self.process.stdin.flush()
+            kind, answer = pickle.load(self.process.stdout)
+        except (BrokenPipeError, EOFError) as e:
+            raise SourceError(f"Great Expectations' worker process ended (exit code {self.process.wait()})") from e
+        if kind == "error":
+            raise SourceError(f"Great Expectations' worker process: {answer}")
+        return list(answer)
+
+    def close(self) -> None:
+        """End the worker (its stdin closes, it exits); killed if it has not within STOP_TIMEOUT_S: it holds nothing
+        to finish, and a what-if that failed before its gate ends without waiting for GX's import."""
+        if self.process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
+                self.process.stdin.close()
+        try:
+            self.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Import GX, then validate each request until `requests` ends."""
+    from jobs.io.gx import validate
+
+    import_for_pandas_engine()
+    while True:
+        try:
+            frame, suite, result_format = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply: tuple[str, Any] = ("rows", validate(frame, suite, result_format))
+        except Exception as e:  # reported to the gate, which fails with it; the traceback is for the log
+            traceback.print_exc()
+            reply = ("error", " ".join(f"{type(e).__name__}: {e}".split()))  # one line, as the CLI prints errors
+        pickle.dump(reply, replies)
+        replies.flush()
+
+
+def import_for_pandas_engine() -> None:
+    """Import GX as its pandas engine needs it: without NOT_FOR_PANDAS, ON_FIRST_USE loaded when first used."""
+    from jobs.io.gx import import_great_expectations
+
+    for name in NOT_FOR_PANDAS:
+        sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
+    for name in ON_FIRST_USE:
+        import_on_first_use(name)
+    # GX's import makes 300,000 objects that live as long as this process: with the collector off meanwhile (its
+    # passes over them took 0.2 s of CPU) and the objects frozen after, no collection walks them again.
+    gc.disable()
+    import_great_expectations()
+    gc.freeze()
+    gc.enable()
+
+
+def import_on_first_use(name: str) -> None:
+    """Make submodule `name` (`package.module`) load when one of its attributes is first read (importlib's
+    LazyLoader), not when it is imported. Set as its package's attribute too: `from package import module` then
+    takes it as it is, where Python 3.11's import machinery would read its `__spec__`, which loads it."""
+    package, _, module_name = name.rpartition(".")
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return  # not installed: an import of it fails as it would have
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    setattr(sys.modules[package], module_name, module)
+
+
+def main() -> None:
+    """Serve on stdin and the stdout pipe; anything else written to stdout (by GX or below it) goes to stderr."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the what-if's process too, which ends this one
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.stdin.buffer, replies)
+    # Ended without the interpreter's tear-down (freeing GX's modules: 0.1 s the what-if waits for), as `rebalance`
+    # ends (`jobs.cli.commands._end_promptly`); every reply is flushed, nothing else is left to write.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
