@@ -63,6 +63,9 @@ GENERATION_IDS = pa.schema(
 # A load measurement's columns beyond the group (`jobs.tables.plan_loads.COLUMNS`), as Spark types them.
 MEASUREMENT_COLUMNS = (("topic", "string"), ("partition", "int"), ("source", "string"), ("value", "double"))
 WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
+# Groups a kernel task plans at most: a task holds its groups' rows and their candidates' buffers (10,000 groups in
+# 8 tasks: 0.56 GB per Python worker; in 40, about 0.25 GB).
+TASK_GROUPS = 250
 # A run of at most this many (group, topic partition) pairs plans in this process on a local master: about 2 s of
 # planning at most (the kernel takes ~22 us a partition for five strategies), where starting the two Python workers
 # of local[2] costs 2-4 s (the demo fleet, 5 x 373: plan step 8.9-10.8 -> 6.5-7.1 s).
@@ -184,8 +187,10 @@ def plan_here(rows: DataFrame, settings: PlanSettings) -> pa.Table:
 
 def plan_in_tasks(spark: SparkSession, rows: DataFrame, settings: PlanSettings, groups: int) -> pa.Table:
     """The kernel run by Spark tasks (mapInArrow) on the rows hash-partitioned by group, so that a task sees each of
-    its groups whole; only the outcome rows come back."""
-    tasks = max(1, min(groups, int(spark.conf.get("spark.sql.shuffle.partitions") or 8)))
+    its groups whole; only the outcome rows come back. A task per shuffle partition, more for a run whose tasks
+    would hold over TASK_GROUPS groups each, never more than groups."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
+    tasks = max(1, min(groups, max(shuffle, -(-groups // TASK_GROUPS))))
     with session_conf(spark, KERNEL_CONF):
         return (
             rows.repartition(tasks, "group_id").mapInArrow(plan_kernel(settings), from_arrow_schema(OUTCOME)).toArrow()
