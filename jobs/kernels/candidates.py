@@ -45,6 +45,7 @@ OUTCOME = pa.schema(
 
 ROW_GROUP_ROWS = 1 << 20  # plan rows per Parquet row group: small groups share one, a large one splits
 FLUSH_ROWS = ROW_GROUP_ROWS // 2  # rows buffered before writing: a large candidate is written before the next is built
+FLUSH_BYTES = 1 << 26  # or bytes: a large group's diffs are a few thousand rows holding a million pairs
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,15 @@ def plan_groups(
     flush(sinks, gathered, 1)
 
 
-def flush(sinks: Mapping[str, ParquetSink], gathered: Mapping[str, Columns], rows: int) -> None:
-    """Hand each table's gathered rows to its sink once they number at least `rows`."""
+def flush(sinks: Mapping[str, ParquetSink], gathered: Mapping[str, Columns], held: int) -> None:
+    """Hand each table's gathered rows to its sink once they and their lists' values number at least `held` (a
+    large group's diffs are a few thousand rows holding a million pairs)."""
     for name, columns in gathered.items():
-        if columns.rows >= rows:
+        if columns.held >= held:
             sinks[name].write(columns.table())
 
 
+MEASURED = ("group_id", "topic", "partition", "source", "value")  # a load measurement's columns in the kernel's rows
 _SCHEMAS = {t.name: t.schema for t in (PLANS, PLAN_DIFFS, PARTITION_LOADS)}
 
 
@@ -130,9 +133,10 @@ def build_groups(rows: pa.Table | None, settings: PlanSettings) -> Iterator[Grou
         return
     is_load = pc.is_valid(rows.column("source"))
     members = rows.filter(pc.and_(pc.invert(is_load), pc.not_equal(rows.column("member_id"), "")))
-    measured = rows.filter(is_load)
+    measured = rows.filter(is_load).select(list(MEASURED))
     del rows  # the kernel's frame drops its reference too: the members and measurements are what is held
-    measured = measured.take(pc.sort_indices(measured.column("group_id"))).combine_chunks()
+    if pc.count_distinct(measured.column("group_id")).as_py() > 1:  # one group's (a large one's): no copy
+        measured = measured.take(pc.sort_indices(measured.column("group_id")))
     starts, ends = bounds(measured.column("group_id"))
     measured_ids = measured.column("group_id").take(pa.array(starts)).to_pylist()
     measured_at = dict(zip(measured_ids, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
@@ -324,13 +328,14 @@ class ParquetSink:
         self.lake, self.directory, self.schema = lake, directory, schema
         self.name = f"part-{uuid.uuid4().hex}.snappy.parquet"
         self.pending: list[pa.Table] = []
-        self.rows = 0
+        self.rows = self.bytes = 0
         self.writer: pq.ParquetWriter | None = None
 
     def write(self, table: pa.Table) -> None:
         self.pending.append(table)
         self.rows += table.num_rows
-        if self.rows >= FLUSH_ROWS:
+        self.bytes += table.nbytes
+        if self.rows >= FLUSH_ROWS or self.bytes >= FLUSH_BYTES:
             self._flush()
 
     def close(self) -> str | None:
@@ -347,7 +352,7 @@ class ParquetSink:
         if self.writer is None:
             self.writer = pq.ParquetWriter(f"{self.directory}/{self.name}", self.schema, filesystem=self.lake)
         self.writer.write_table(pa.concat_tables(self.pending), row_group_size=ROW_GROUP_ROWS)
-        self.pending, self.rows = [], 0
+        self.pending, self.rows, self.bytes = [], 0, 0
 
 
 def _names(names: Sequence[str], ids: np.ndarray) -> pa.Array:
