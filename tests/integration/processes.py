@@ -32,11 +32,11 @@ def stop_tree(proc: subprocess.Popen, grace: float = 20.0) -> None:
 
 
 def _all_gone(tree: list[psutil.Process], root: subprocess.Popen, within: float) -> bool:
-    """Whether every process of `tree` exits (or is left a zombie) within `within` seconds; `root` is reaped."""
+    """Whether every process of `tree` exits (or is left a zombie) and `root` is reaped within `within` seconds.
+    `root` counts even when `tree` could not be listed (it was exiting as its children were read)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        root.poll()
-        if all(_gone(member) for member in tree):
+        if root.poll() is not None and all(_gone(member) for member in tree):
             return True
         time.sleep(0.05)
     return False
