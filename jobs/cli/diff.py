@@ -1,6 +1,6 @@
 """Diffs: each candidate against today's assignment, per member, as the plan step stores them in `plan_diffs`.
 
-The plan kernel writes them beside the plan rows (`jobs.kernels.candidates.diff_rows`, the rule of
+The plan kernel writes them beside the plan rows (`jobs.kernels.candidates.add_diff_rows`, the rule of
 `planner.plan_diff.member_diffs`); this module reads and prints them for `rebalance diff`.
 """
 
