@@ -78,6 +78,9 @@ class RunContext:
     # executors see the lake: a first Python task there starts a Python worker for the session, seconds of a
     # what-if meant to answer in a few.
     one_group: bool = False
+    # Spark serves the plan step alone (`rebalance run`: the steps after it run in Python): a plan run in this process
+    # stops the driver JVM it started once the rows are read, so the JVM's memory is back before the kernel's peak.
+    spark_until_plan: bool = False
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)

@@ -237,6 +237,7 @@ def run(
     from jobs.kernels.memory import release_memory
 
     ctx = RunContext.create(config, run_id, trigger=trigger, spark=spark)
+    ctx.spark_until_plan = True
     ctx.start_spark()  # the JVM starts while ingest runs
     if not ctx.embedded:
         _ = ctx.spark  # a cluster's or a Connect server's executors are checked before anything is written

@@ -150,7 +150,10 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     rows = kernel_input(spark, snapshot, loads, ids, previous)
     with tasks_writing(lake):
         if plans_here(spark, len(ids), sum(counts.values())):
-            outcome = plan_here(rows, settings)
+            batches = rows.toArrow().to_batches()
+            if ctx.spark_until_plan:
+                ctx.stop_spark()
+            outcome = plan_here(batches, settings)
             split = f"plan: {len(ids)} groups planned in this process (a small run)" if len(ids) > 1 else ""
         else:
             with job_group(spark, "plan") as job:
@@ -177,11 +180,10 @@ def plans_here(spark: SparkSession, groups: int, partitions: int) -> bool:
     return local and groups * partitions <= SMALL_RUN
 
 
-def plan_here(rows: DataFrame, settings: PlanSettings) -> pa.Table:
+def plan_here(batches: list[pa.RecordBatch], settings: PlanSettings) -> pa.Table:
     """The kernel run in this process on the rows Spark read: one group is one task's work anyway, and its rows are
     few, so it plans without a Python worker's start (1-2 s of a what-if, more on a Connect server, where each
     session starts its own) or the rows' round trip through it; the files are written and returned as a task's."""
-    batches = rows.toArrow().to_batches()
     return pa.Table.from_batches(list(plan_kernel(settings)(batches)), schema=OUTCOME)
 
 
