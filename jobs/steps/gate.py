@@ -1,7 +1,7 @@
 """Quality gate: Great Expectations validates the chosen candidate plans; results go to `gate_results`.
 
 The frame the suite validates (`plan_check`) is built in Arrow in this process from the run's files (delta-rs
-resolves each table; one read per chosen strategy keeps only the chosen plans: a thousand groups' are half a million
+resolves each table; one scan of the run's plan rows keeps only the chosen ones: a thousand groups' are half a million
 rows) and GX validates it with its pandas engine (here, or in a what-if's worker process: `jobs.io.gx_worker`).
 Groups go in batches of about BATCH_ROWS plan rows, each batch's check built and validated alone, so memory stays
 bounded however many groups a run has (10,000 groups: 1.8 GB peak, 3.7 GB when built at once); a group's rows are
