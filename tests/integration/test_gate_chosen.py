@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.io.lake import Lake, rows_table
-from jobs.steps.gate import CHOSEN, chosen_plans
+from jobs.steps.gate import CHOSEN, chosen_plans, decoded
 from schemas.quality import PLAN_KEY
 
 STRATEGIES = ("range", "sticky", "balanced-load")
@@ -48,7 +48,7 @@ def test_the_chosen_strategy_of_each_generation_of_the_run_and_nothing_else(tmp_
     )
     table = frame.select(["generation_id", "group_id", "chosen_strategy"]).rename_columns(CHOSEN.names).cast(CHOSEN)
 
-    found = chosen_plans(lake, table).sort_by([(c, "ascending") for c in PLAN_KEY])
+    found = decoded(chosen_plans(lake, table)).sort_by([(c, "ascending") for c in PLAN_KEY])
 
     expected = sorted(
         (r for r in first + second if chosen.get((r["group_id"], r["generation_id"])) == r["strategy"]),
