@@ -108,9 +108,9 @@ def previous_snapshot_ids(lake: Lake, groups: set[str], snapshot_id: str) -> dic
     """Each group's observed snapshot captured just before `snapshot_id` (by capture time, then id; what-if
     scenarios other than `snapshot_id` itself are skipped, as the plan step's throughput skips them), for the
     groups that have one; the snapshots table is read once for all of them."""
-    rows = lake.read_arrow("snapshots", [("group_id", "in", sorted(groups))]).select(
-        ["group_id", "snapshot_id", "captured_at", "source"]
-    )
+    columns = ["group_id", "snapshot_id", "captured_at", "source"]
+    # A row per member: the distinct (group, snapshot) rows are a group's snapshots, read without the members' lists.
+    rows = lake.read_arrow("snapshots", [("group_id", "in", sorted(groups))], columns).group_by(columns).aggregate([])
     moments: dict[str, set[tuple[Any, str]]] = {}
     for r in rows.to_pylist():
         if r["source"] == WHAT_IF_SOURCE and r["snapshot_id"] != snapshot_id:
