@@ -16,7 +16,7 @@ from operator import neg
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.assignors._load_builder import LoadBuilder, pick
+from planner.assignors._load_builder import NO_CEILING, LoadBuilder, pick
 
 _DONORS = 8  # partners a member tries: the heaviest donors, or the lightest takers for a swap
 _BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of lighter ones
@@ -25,7 +25,7 @@ _BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of ligh
 def repair_counts(builder: LoadBuilder) -> None:
     """With max_count_spread: members still above the ceiling or below the floor trade single partitions with the
     member furthest the other way that may take them, the one keeping loads closest chosen."""
-    if builder.count_hi == np.iinfo(np.int64).max:
+    if builder.count_hi == NO_CEILING:
         return
     outside = (
         np.maximum(builder.count - builder.count_hi, 0).sum() + np.maximum(builder.count_lo - builder.count, 0).sum()
