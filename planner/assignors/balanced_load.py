@@ -286,7 +286,7 @@ def _pull(builder: LoadBuilder) -> None:
     donors = np.flatnonzero((surplus > 0) & (builder.pinned < 0))
     donors = donors[np.lexsort((builder.rank[donors], -surplus[donors]))]
     mine, spans = _holdings(builder, donors)
-    loads, kinds = builder.w[mine], builder.pclass[mine]
+    ids, loads, kinds = mine.tolist(), builder.w[mine].tolist(), builder.pclass[mine].tolist()
     needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # positions in MemberInfo order: ties by rank
     need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0).tolist()
     takers = needy.tolist()
@@ -295,25 +295,24 @@ def _pull(builder: LoadBuilder) -> None:
     heaps = [[(-need[i], i) for i in np.flatnonzero(row).tolist() if need[i] > 0] for row in builder.eligible[:, needy]]
     for heap in heaps:
         heapq.heapify(heap)
-    wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])  # per class; changes only as a need is met
-    total, everything = float(np.sum(need)), bool(wanted.all())  # NumPy's sum, in its order
-    for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
-        if not everything and not wanted.any():
+    wanted = [_neediest(heap, need) >= 0 for heap in heaps]  # per class; changes only as a need is met
+    total, everything = float(np.sum(need)), all(wanted)  # NumPy's sum, in its order
+    for surplus_a, (start, end) in zip(surplus[donors].tolist(), spans.tolist(), strict=True):
+        if not everything and not any(wanted):
             return
-        parts, w, k = mine[start:end], loads[start:end], kinds[start:end]
+        parts, w, k = ids[start:end], loads[start:end], kinds[start:end]
         if not everything:
-            offered = wanted[k]
-            parts, w, k = parts[offered], w[offered], k[offered]
-        give = min(float(surplus[a]), total)
+            offered = [j for j, kj in enumerate(k) if wanted[kj]]
+            parts, w, k = [parts[j] for j in offered], [w[j] for j in offered], [k[j] for j in offered]
+        give = min(surplus_a, total)
         chosen, to, met = [], [], False
-        w_list, k_list = w.tolist(), k.tolist()
-        for j in pick(w_list, give, give + builder.eps):
-            i = _neediest(heaps[k_list[j]], need)
+        for j in pick(w, give, give + builder.eps):
+            i = _neediest(heaps[k[j]], need)
             if i < 0:
                 continue
-            chosen.append(int(parts[j]))
+            chosen.append(parts[j])
             to.append(takers[i])
-            need[i] -= w_list[j]
+            need[i] -= w[j]
             met = met or need[i] <= 0
         if not chosen:
             continue
@@ -322,8 +321,8 @@ def _pull(builder: LoadBuilder) -> None:
         builder.move(chosen, to)
         total = float(np.sum(need))
         if met:
-            wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])
-            everything = bool(wanted.all())
+            wanted = [_neediest(heap, need) >= 0 for heap in heaps]
+            everything = all(wanted)
 
 
 def _neediest(heap: list[tuple[float, int]], need: list[float]) -> int:
