@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from planner.assignors._member_info import member_info_rank
 from planner.group import GroupSpec, previous_owners
-from planner.load import assignable, max_load_bound, partition_weights, topic_classes
+from planner.load import max_load_bound, partition_weights, topic_classes
 
 MoveBudget = Literal["load", "partitions"]
 _SCANS = 32  # `holding` answers by a scan of owner[] (about 1 ms per million) before it builds the index
@@ -112,16 +112,15 @@ class LoadBuilder:
         """Claim phase: every owned partition stays with its owner while that owner still subscribes to it."""
         n_members = len(group.members)
         w = partition_weights(group)
-        live = assignable(group)
-        topic = group.topic_of(np.arange(group.num_partitions))
-        sub = group.subscribed_matrix()
         tclass, eligible = topic_classes(group)  # topics with the same subscribers, fewest subscribers first
-        pclass = tclass[topic]
+        pclass = np.repeat(tclass, group.partition_counts)
+        live = pclass >= 0  # planner.load.assignable: the topic has a subscriber
 
         rank = member_info_rank(group)
         owned, _ = previous_owners(group)
-        held = owned >= 0
-        valid = held & sub[np.maximum(owned, 0), topic]
+        # A topic's subscribers are its class's: an owner still subscribes to the partition iff it may take its class.
+        valid = (owned >= 0) & live
+        valid[valid] = eligible[pclass[valid], owned[valid]]
         previous = np.where(valid, owned, -1).astype(np.int32)
         owner = previous.copy()
         total = float(w[live].sum())

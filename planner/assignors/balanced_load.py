@@ -286,54 +286,57 @@ def _pull(builder: LoadBuilder) -> None:
     donors = np.flatnonzero((surplus > 0) & (builder.pinned < 0))
     donors = donors[np.lexsort((builder.rank[donors], -surplus[donors]))]
     mine, spans = _holdings(builder, donors)
-    ids, loads, kinds = mine.tolist(), builder.w[mine].tolist(), builder.pclass[mine].tolist()
+    loads, kinds = builder.w[mine], builder.pclass[mine]
     needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # positions in MemberInfo order: ties by rank
-    need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0).tolist()
+    need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0)
     takers = needy.tolist()
     # Per class, a heap of (-need, position) over the needy members that may take it: the one furthest below its
     # goal on top, ties by rank. Needs only shrink, so a stale entry surfaces before its true place (`_neediest`).
-    heaps = [[(-need[i], i) for i in np.flatnonzero(row).tolist() if need[i] > 0] for row in builder.eligible[:, needy]]
+    takes = builder.eligible[:, needy] & (need > 0)
+    heaps = [[(-need.item(i), i) for i in np.flatnonzero(row).tolist()] for row in takes]
     for heap in heaps:
         heapq.heapify(heap)
-    wanted = [_neediest(heap, need) >= 0 for heap in heaps]  # per class; changes only as a need is met
-    total, everything = float(np.sum(need)), all(wanted)  # NumPy's sum, in its order
+    wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])  # per class; changes only as a need is met
+    total, everything = float(need.sum()), bool(wanted.all())
     for surplus_a, (start, end) in zip(surplus[donors].tolist(), spans.tolist(), strict=True):
-        if not everything and not any(wanted):
+        if not everything and not wanted.any():
             return
-        parts, w, k = ids[start:end], loads[start:end], kinds[start:end]
+        parts, w, k = mine[start:end], loads[start:end], kinds[start:end]
         if not everything:
-            offered = [j for j, kj in enumerate(k) if wanted[kj]]
-            parts, w, k = [parts[j] for j in offered], [w[j] for j in offered], [k[j] for j in offered]
+            offered = wanted[k]
+            parts, w, k = parts[offered], w[offered], k[offered]
         give = min(surplus_a, total)
         chosen, to, met = [], [], False
-        for j in pick(w, give, give + builder.eps):
-            i = _neediest(heaps[k[j]], need)
+        w_list, k_list = w.tolist(), k.tolist()
+        for j in pick(w_list, give, give + builder.eps):
+            i = _neediest(heaps[k_list[j]], need)
             if i < 0:
                 continue
-            chosen.append(parts[j])
+            chosen.append(int(parts[j]))
             to.append(takers[i])
-            need[i] -= w[j]
+            need[i] -= w_list[j]
             met = met or need[i] <= 0
         if not chosen:
             continue
         if not builder.allows(chosen, to):
             return
         builder.move(chosen, to)
-        total = float(np.sum(need))
+        total = float(need.sum())
         if met:
-            wanted = [_neediest(heap, need) >= 0 for heap in heaps]
-            everything = all(wanted)
+            wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])
+            everything = bool(wanted.all())
 
 
-def _neediest(heap: list[tuple[float, int]], need: list[float]) -> int:
+def _neediest(heap: list[tuple[float, int]], need: np.ndarray) -> int:
     """The position with the largest positive need in this heap, the lowest among equals; -1 if none is left. An
     entry whose need shrank since it was pushed goes back with its current need, or leaves once that is met."""
     while heap:
         key, i = heap[0]
-        if -key == need[i]:
+        now = need.item(i)
+        if -key == now:
             return i
-        if need[i] > 0:
-            heapq.heapreplace(heap, (-need[i], i))
+        if now > 0:
+            heapq.heapreplace(heap, (-now, i))
         else:
             heapq.heappop(heap)
     return -1
