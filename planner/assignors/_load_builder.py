@@ -25,11 +25,12 @@ from numpy.typing import NDArray
 
 from planner.assignors._member_info import member_info_rank
 from planner.group import GroupSpec, previous_owners
-from planner.load import assignable, max_load_bound, partition_weights, topic_classes
+from planner.load import max_load_bound, partition_weights, topic_classes
 
 MoveBudget = Literal["load", "partitions"]
 _SCANS = 32  # `holding` answers by a scan of owner[] (about 1 ms per million) before it builds the index
 _FEW = 64  # moves of at most this many partitions update the tallies one by one, more with one tally per array
+NO_CEILING = int(np.iinfo(np.int64).max)  # count_hi without max_count_spread (np.iinfo costs ~20 us a call)
 
 
 class Holding:
@@ -111,23 +112,22 @@ class LoadBuilder:
         """Claim phase: every owned partition stays with its owner while that owner still subscribes to it."""
         n_members = len(group.members)
         w = partition_weights(group)
-        live = assignable(group)
-        topic = group.topic_of(np.arange(group.num_partitions))
-        sub = group.subscribed_matrix()
         tclass, eligible = topic_classes(group)  # topics with the same subscribers, fewest subscribers first
-        pclass = tclass[topic]
+        pclass = np.repeat(tclass, group.partition_counts)
+        live = pclass >= 0  # planner.load.assignable: the topic has a subscriber
 
         rank = member_info_rank(group)
         owned, _ = previous_owners(group)
-        held = owned >= 0
-        valid = held & sub[np.maximum(owned, 0), topic]
+        # A topic's subscribers are its class's: an owner still subscribes to the partition iff it may take its class.
+        valid = (owned >= 0) & live
+        valid[valid] = eligible[pclass[valid], owned[valid]]
         previous = np.where(valid, owned, -1).astype(np.int32)
         owner = previous.copy()
         total = float(w[live].sum())
         mean = total / n_members
         holds = _tally(pclass[valid], owner[valid], len(eligible), n_members)
         count_lo = np.zeros(n_members, dtype=np.int64)
-        count_hi = np.iinfo(np.int64).max
+        count_hi = NO_CEILING
         if max_count_spread is not None:
             # The window [lo, lo + spread] holding the mean count; a member whose topics hold fewer partitions
             # than lo only needs what it can take.
@@ -187,19 +187,21 @@ class LoadBuilder:
         if len(parts) > _FEW:
             self._move_many(np.asarray(parts, dtype=np.int64), np.asarray(to, dtype=np.int32))
             return
-        ps, ts = list(map(int, parts)), list(map(int, to))
+        ps, ts = _ints(parts), _ints(to)
         if self.budget < np.inf:  # what was spent matters only against a budget
             self.spent += float(self.cost(np.asarray(ps, dtype=np.int64), np.asarray(ts)).sum())
         owner, load, count, holds, pool = self.owner, self.load, self.count, self.holds, self.pool
-        moving = [(owner.item(p), self.w.item(p), self.pclass.item(p)) for p in ps]
+        frm = [owner.item(p) for p in ps]
+        wps = [self.w.item(p) for p in ps]
+        kps = [self.pclass.item(p) for p in ps]
         # One partition at a time, releases first, in order: the sums np.add.at makes, in Python scalars (`item`
         # and a store cost less than NumPy's scalar arithmetic, and far less than np.add.at on a few).
-        for m, wp, kp in moving:
+        for m, wp, kp in zip(frm, wps, kps, strict=True):
             if m >= 0:
                 load[m] = load.item(m) - wp
                 count[m] = count.item(m) - 1
                 holds[kp, m] = holds.item(kp, m) - 1
-        for m, (_, wp, kp) in zip(ts, moving, strict=True):
+        for m, wp, kp in zip(ts, wps, kps, strict=True):
             if m >= 0:
                 load[m] = load.item(m) + wp
                 count[m] = count.item(m) + 1
@@ -211,7 +213,8 @@ class LoadBuilder:
             for p, m in zip(ps, ts, strict=True):
                 if m >= 0:
                     self.added.setdefault(m, []).append(p)
-        touched = {m for m, _, _ in moving} | set(ts)
+        touched = set(frm)
+        touched.update(ts)
         touched.discard(-1)
         self.stale |= touched
         for m in touched:
@@ -330,6 +333,11 @@ class LoadBuilder:
         j = j[np.lexsort((j, loads[j]))]
         few: list[int] = self.by_rank[j[np.isfinite(loads[j])]].tolist()
         return few
+
+
+def _ints(ids: Sequence[int] | np.ndarray) -> list[int]:
+    """Ids as a list of Python ints."""
+    return ids.tolist() if isinstance(ids, np.ndarray) else list(map(int, ids))
 
 
 def _bound(eligible: np.ndarray, pclass: np.ndarray, w: np.ndarray, live: np.ndarray, n_members: int) -> float:

@@ -16,7 +16,7 @@ from operator import neg
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.assignors._load_builder import LoadBuilder, pick
+from planner.assignors._load_builder import NO_CEILING, LoadBuilder, pick
 
 _DONORS = 8  # partners a member tries: the heaviest donors, or the lightest takers for a swap
 _BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of lighter ones
@@ -25,7 +25,7 @@ _BUNDLE_TRIES = 8  # a member's heaviest partitions offered for a bundle of ligh
 def repair_counts(builder: LoadBuilder) -> None:
     """With max_count_spread: members still above the ceiling or below the floor trade single partitions with the
     member furthest the other way that may take them, the one keeping loads closest chosen."""
-    if builder.count_hi == np.iinfo(np.int64).max:
+    if builder.count_hi == NO_CEILING:
         return
     outside = (
         np.maximum(builder.count - builder.count_hi, 0).sum() + np.maximum(builder.count_lo - builder.count, 0).sum()
@@ -114,18 +114,17 @@ def _best_give(builder: LoadBuilder, a: int, eps: float) -> tuple[np.ndarray, np
     held = builder.holding(a)
     if len(held.parts) == 0:
         return None
-    present = np.flatnonzero(builder.holds[:, a])  # the topic classes of a's partitions
-    if builder.count[a] > builder.count_lo[a]:
-        receiver = np.full(len(builder.classes), -1, dtype=np.int64)
-        receiver[present] = [builder.lightest_open(k, a) for k in present.tolist()]
-        move = _best_move(builder, a, held.parts, held.w, receiver[held.k], eps)
+    present = builder.holds[:, a] > 0  # the topic classes of a's partitions
+    if builder.count.item(a) > builder.count_lo.item(a):
+        receiver = [builder.lightest_open(k, a) if here else -1 for k, here in enumerate(present.tolist())]
+        move = _best_move(builder, a, held.parts, held.w, np.asarray(receiver)[held.k], eps)
         if move is not None:
             return move
     eligible: NDArray[np.bool_] = np.any(builder.eligible[present], axis=0)  # members who may take any of them
     eligible[a] = False
     takers = builder.lightest_few(eligible, _DONORS)
     for b in takers:
-        if builder.load[a] - builder.load[b] < 2 * eps:
+        if builder.load.item(a) - builder.load.item(b) < 2 * eps:
             break  # a swap needs a gap of 2 x eps, and the takers come lightest first: the rest are closer still
         swap = _best_swap(builder, a, b, eps) or _bundle_swap(builder, a, b, eps)
         if swap is not None:
@@ -157,11 +156,19 @@ def _chain_takers(builder: LoadBuilder, a: int, takers: list[int], eps: float) -
     second = [builder.lightest_open(k, a, m) for k, m in enumerate(first)]
     load_of = np.append(builder.load, np.inf)  # -1 (none) carries nothing more
     least = np.where(to[:, None] == first, load_of[second], load_of[first])  # [taker, class]
-    held = [builder.holding(b) for b in takers]
-    of = np.repeat(np.arange(len(takers)), [len(h.parts) for h in held])
+    # A chain through b needs a q with w(q) >= lb + w(p) - top and w(q) <= top - least, so lb + w(p) + least <=
+    # 2 x top (give or take rounding, allowed for): most takers fail this, and their holdings need not be read.
+    given = builder.load[to] + wp
+    nearest = least.min(axis=1)
+    near = given + nearest <= 2 * top + 1e-9 * (abs(top) + np.abs(nearest))
+    if not near.any():
+        return []
+    to, given, least = to[near], given[near], least[near]
+    held = [builder.holding(b) for b in to.tolist()]
+    of = np.repeat(np.arange(len(to)), [len(h.parts) for h in held])
     wq, kq = np.concatenate([h.w for h in held]), np.concatenate([h.k for h in held])
-    fits = (wq > 0) & ((builder.load[to] + wp)[of] - wq <= top) & (least[of, kq] + wq <= top)
-    chained: list[int] = to[np.bincount(of[fits], minlength=len(takers)) > 0].tolist()
+    fits = (wq > 0) & (given[of] - wq <= top) & (least[of, kq] + wq <= top)
+    chained: list[int] = to[np.bincount(of[fits], minlength=len(to)) > 0].tolist()
     return chained
 
 

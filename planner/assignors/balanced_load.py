@@ -287,28 +287,33 @@ def _pull(builder: LoadBuilder) -> None:
     donors = donors[np.lexsort((builder.rank[donors], -surplus[donors]))]
     mine, spans = _holdings(builder, donors)
     loads, kinds = builder.w[mine], builder.pclass[mine]
-    needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # argmax below then breaks ties by rank
+    needy = needy[np.argsort(builder.rank[needy], kind="stable")]  # positions in MemberInfo order: ties by rank
     need = np.maximum(builder.goal[needy] - builder.load[needy], 0.0)
-    takes = builder.eligible[:, needy]  # per class, which needy members may take it
-    wanted = np.logical_or.reduce(takes, axis=1, where=need > 0)  # per class; changes only as a need is met
+    takers = needy.tolist()
+    # Per class, a heap of (-need, position) over the needy members that may take it: the one furthest below its
+    # goal on top, ties by rank. Needs only shrink, so a stale entry surfaces before its true place (`_neediest`).
+    takes = builder.eligible[:, needy] & (need > 0)
+    heaps = [[(-need.item(i), i) for i in np.flatnonzero(row).tolist()] for row in takes]
+    for heap in heaps:
+        heapq.heapify(heap)
+    wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])  # per class; changes only as a need is met
     total, everything = float(need.sum()), bool(wanted.all())
-    for a, (start, end) in zip(donors.tolist(), spans.tolist(), strict=True):
+    for surplus_a, (start, end) in zip(surplus[donors].tolist(), spans.tolist(), strict=True):
         if not everything and not wanted.any():
             return
         parts, w, k = mine[start:end], loads[start:end], kinds[start:end]
         if not everything:
             offered = wanted[k]
             parts, w, k = parts[offered], w[offered], k[offered]
-        give = min(float(surplus[a]), total)
+        give = min(surplus_a, total)
         chosen, to, met = [], [], False
-        w_list = w.tolist()
+        w_list, k_list = w.tolist(), k.tolist()
         for j in pick(w_list, give, give + builder.eps):
-            ok = np.where((need > 0) & takes[k[j]], need, -np.inf)
-            i = int(ok.argmax())
-            if ok[i] == -np.inf:
+            i = _neediest(heaps[k_list[j]], need)
+            if i < 0:
                 continue
             chosen.append(int(parts[j]))
-            to.append(int(needy[i]))
+            to.append(takers[i])
             need[i] -= w_list[j]
             met = met or need[i] <= 0
         if not chosen:
@@ -318,8 +323,23 @@ def _pull(builder: LoadBuilder) -> None:
         builder.move(chosen, to)
         total = float(need.sum())
         if met:
-            wanted = np.logical_or.reduce(takes, axis=1, where=need > 0)
+            wanted = np.asarray([_neediest(heap, need) >= 0 for heap in heaps])
             everything = bool(wanted.all())
+
+
+def _neediest(heap: list[tuple[float, int]], need: np.ndarray) -> int:
+    """The position with the largest positive need in this heap, the lowest among equals; -1 if none is left. An
+    entry whose need shrank since it was pushed goes back with its current need, or leaves once that is met."""
+    while heap:
+        key, i = heap[0]
+        now = need.item(i)
+        if -key == now:
+            return i
+        if now > 0:
+            heapq.heapreplace(heap, (-now, i))
+        else:
+            heapq.heappop(heap)
+    return -1
 
 
 def _place(builder: LoadBuilder) -> None:
