@@ -26,6 +26,9 @@ from planner.errors import SourceError
 from schemas.rules import Limits
 
 STOP_TIMEOUT_S = 5.0  # an idle worker exits at once when its stdin closes
+# Arrow asks whether a list it converts holds pandas objects by importing pandas on its first conversion (0.2-0.4 s
+# of a worker's CPU, 50 MB): a worker makes no pandas object, so pandas is kept out, as if it were not installed.
+NOT_NEEDED = ("pandas",)
 
 
 class IngestWorkers:
@@ -114,9 +117,20 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         pa.default_memory_pool().release_unused()  # the piece's rows are sent: its pages go back, not kept idle
 
 
+class _NotInstalled:
+    """An import finder that finds NOT_NEEDED as Python finds a package that is not installed. (Arrow's compiled
+    import does not honour `sys.modules[name] = None`, Python's usual mark.)"""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] in NOT_NEEDED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def main() -> None:
     """Serve on stdin and the stdout pipe; anything else written to stdout goes to stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches ingest's process too, which ends this one
+    sys.meta_path.insert(0, _NotInstalled)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     serve(sys.stdin.buffer, replies)

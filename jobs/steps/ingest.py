@@ -69,7 +69,7 @@ def ingest_documents(
 
 # Inputs smaller than this are read in this process: below it, starting a worker (a new interpreter importing the
 # readers, the rules and Arrow) costs more than it saves (bench/ingest_workers.py measures the crossover).
-MIN_BYTES_FOR_WORKERS = 8 << 20
+MIN_BYTES_FOR_WORKERS = 16 << 20
 PIECE_BYTES = (256 << 10, 4 << 20)  # a piece's least and largest size: small enough to balance the workers' loads
 PIECES_AHEAD = 2  # pieces sent to each worker before its oldest is taken: it never waits for the next
 
