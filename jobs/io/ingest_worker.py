@@ -11,12 +11,17 @@ stdin closes. Pickle is safe here: both ends are this program, on pipes no one e
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pickle
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import traceback
+from collections import deque
 from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
@@ -26,13 +31,19 @@ from planner.errors import SourceError
 from schemas.rules import Limits
 
 STOP_TIMEOUT_S = 5.0  # an idle worker exits at once when its stdin closes
+PIECES_AHEAD = 2  # pieces sent to a worker and not yet read: it never waits for its next
+# A reply pipe's buffer: a piece's reply (a few MB) crosses a 64 KB pipe in dozens of turns of the two processes, each
+# waiting for the scheduler on a busy machine; 1 MB (Linux's default ceiling, /proc/sys/fs/pipe-max-size) takes few.
+PIPE_BYTES = 1 << 20
 # Arrow asks whether a list it converts holds pandas objects by importing pandas on its first conversion (0.2-0.4 s
 # of a worker's CPU, 50 MB): a worker makes no pandas object, so pandas is kept out, as if it were not installed.
 NOT_NEEDED = ("pandas",)
 
 
 class IngestWorkers:
-    """Started worker processes (they import at once); a piece sent to worker i comes back from it in order."""
+    """Started worker processes (they import at once). A piece goes to the worker with the fewest pieces waiting
+    (at most PIECES_AHEAD); a thread per worker takes each reply off its pipe as soon as it is written, so a worker
+    goes on with its next piece while ingest waits for an earlier piece of another's."""
 
     def __init__(self, count: int) -> None:
         # stderr is this process's own: a failure's traceback reaches the same terminal or task log.
@@ -42,6 +53,16 @@ class IngestWorkers:
             )
             for _ in range(count)
         ]
+        self.waiting: list[deque[int]] = [deque() for _ in self.processes]  # each worker's pieces, by number
+        self.replies: queue.SimpleQueue[tuple[int, tuple[str, Any] | None]] = queue.SimpleQueue()
+        self.done: dict[int, PieceRows] = {}  # pieces read, by number, until taken
+        self.sent = 0
+        self.readers = [
+            threading.Thread(target=self._read, args=(worker,), name=f"ingest-worker-{worker + 1}", daemon=True)
+            for worker in range(count)
+        ]
+        for reader in self.readers:
+            reader.start()
 
     def __enter__(self) -> IngestWorkers:
         return self
@@ -49,31 +70,62 @@ class IngestWorkers:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.close(kill=kind is not None)
 
-    def send(self, worker: int, piece: Piece, snapshot_id: str, received_at: datetime, limits: Limits) -> None:
-        """Ask worker `worker` to read `piece`."""
-        process = self.processes[worker]
-        assert process.stdin is not None
+    def room(self) -> bool:
+        """Whether a worker has fewer than PIECES_AHEAD pieces waiting."""
+        return any(len(waiting) < PIECES_AHEAD for waiting in self.waiting)
+
+    def send(self, piece: Piece, snapshot_id: str, received_at: datetime, limits: Limits) -> int:
+        """Ask the worker with the fewest pieces waiting to read `piece`; the piece's number (0, 1, ...)."""
+        worker = min(range(len(self.processes)), key=lambda w: len(self.waiting[w]))
+        stdin = self.processes[worker].stdin
+        assert stdin is not None
         try:
-            pickle.dump((piece, snapshot_id, received_at, limits), process.stdin)
-            process.stdin.flush()
+            pickle.dump((piece, snapshot_id, received_at, limits), stdin)
+            stdin.flush()
         except BrokenPipeError:
             raise self._ended(worker) from None
+        self.waiting[worker].append(self.sent)
+        self.sent += 1
+        return self.sent - 1
 
-    def receive(self, worker: int) -> PieceRows:
-        """The rows of the oldest piece sent to worker `worker`."""
-        process = self.processes[worker]
-        assert process.stdout is not None
-        try:
-            kind, answer = pickle.load(process.stdout)
-        except (EOFError, pickle.UnpicklingError):
-            raise self._ended(worker) from None
+    def rows(self, number: int) -> PieceRows | None:
+        """Piece `number`'s rows once read (handed over once), else None."""
+        return self.done.pop(number, None)
+
+    def wait(self) -> None:
+        """Wait for the next reply of any worker; a worker that failed or ended raises (one line)."""
+        worker, reply = self.replies.get()
+        if reply is None:
+            raise self._ended(worker)
+        kind, answer = reply
         if kind == "error":
             raise SourceError(f"ingest's worker process: {answer}")
-        rows: PieceRows = answer
-        return rows
+        self.done[self.waiting[worker].popleft()] = answer
+
+    def _read(self, worker: int) -> None:
+        """Take the worker's replies off its pipe until it ends (then None)."""
+        stdout = self.processes[worker].stdout
+        assert stdout is not None
+        _widen(stdout)
+        while True:
+            try:
+                reply = pickle.load(stdout)
+            except (EOFError, pickle.UnpicklingError, OSError):  # the pipe ended, or mid-reply: the worker did
+                self.replies.put((worker, None))
+                return
+            except Exception as e:  # a reply this process cannot take: the step fails with it, never waits
+                self.replies.put((worker, ("error", " ".join(f"its reply: {type(e).__name__}: {e}".split()))))
+                return
+            self.replies.put((worker, reply))
 
     def _ended(self, worker: int) -> SourceError:
-        code = self.processes[worker].wait()
+        """The error of a worker that ended; one whose pipe ended but is still running is killed first."""
+        process = self.processes[worker]
+        try:
+            code = process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
         return SourceError(f"ingest's worker process {worker + 1} of {len(self.processes)} ended (exit code {code})")
 
     def close(self, kill: bool = False) -> None:
@@ -87,14 +139,23 @@ class IngestWorkers:
                     process.stdin.close()
                 except BrokenPipeError:  # a worker that died: a request left unsent in the buffer
                     pass
-        for process in self.processes:
+        for process, reader in zip(self.processes, self.readers, strict=True):
             try:
                 process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            reader.join()  # its pipe's end: the worker is gone
             if process.stdout is not None:
                 process.stdout.close()
+
+
+def _widen(pipe: IO[bytes]) -> None:
+    """Make the pipe's buffer PIPE_BYTES where the system allows (Linux; the default size elsewhere or over a
+    lower ceiling)."""
+    if (set_size := getattr(fcntl, "F_SETPIPE_SZ", None)) is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(pipe.fileno(), set_size, PIPE_BYTES)
 
 
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:

@@ -71,7 +71,7 @@ def ingest_documents(
 # readers, the rules and Arrow) costs more than it saves (bench/ingest_workers.py measures the crossover).
 MIN_BYTES_FOR_WORKERS = 16 << 20
 PIECE_BYTES = (256 << 10, 4 << 20)  # a piece's least and largest size: small enough to balance the workers' loads
-PIECES_AHEAD = 2  # pieces sent to each worker before its oldest is taken: it never waits for the next
+PIECES_HELD = 4  # pieces per worker sent or read and not yet taken, at most (their rows wait in memory)
 
 
 def ingest_files(
@@ -156,26 +156,27 @@ class Snapshot:
             self.offsets.add(raw.doc)
 
     def take_pieces(self, units: Iterator[Piece | RawDocument], workers: IngestWorkers) -> None:
-        """Take the units' documents in order: each piece read by a worker (the i-th by worker i modulo their
-        count, PIECES_AHEAD of them sent ahead to each), a file's error here."""
-        pending: deque[int | RawDocument] = deque()  # per unit in order: the worker reading it, or the error
-        sent = 0
+        """Take the units' documents in order: each piece read by a worker (sent ahead while a worker has room and
+        fewer than PIECES_HELD per worker are held), a file's error here."""
+        pending: deque[int | RawDocument] = deque()  # per unit in order: its piece's number, or the file's error
+        held = PIECES_HELD * len(workers.processes)
         while True:
-            while len(pending) < PIECES_AHEAD * len(workers.processes) and (unit := next(units, None)) is not None:
+            while len(pending) < held and workers.room() and (unit := next(units, None)) is not None:
                 if isinstance(unit, RawDocument):
                     pending.append(unit)
-                    continue
-                worker = sent % len(workers.processes)
-                workers.send(worker, unit, self.result.snapshot_id, self.received_at, self.limits)
-                pending.append(worker)
-                sent += 1
+                else:
+                    pending.append(workers.send(unit, self.result.snapshot_id, self.received_at, self.limits))
             if not pending:
                 return
-            head = pending.popleft()
+            head = pending[0]
             if isinstance(head, RawDocument):
                 self.take(head)
+            elif (rows := workers.rows(head)) is not None:
+                self.take_rows(rows)
             else:
-                self.take_rows(workers.receive(head))
+                workers.wait()
+                continue
+            pending.popleft()
 
     def take_rows(self, rows: PieceRows) -> None:
         """Take a piece's documents as `take` would have, keeping the rows of those accepted."""
