@@ -46,13 +46,16 @@ class IngestWorkers:
     goes on with its next piece while ingest waits for an earlier piece of another's."""
 
     def __init__(self, count: int) -> None:
-        # stderr is this process's own: a failure's traceback reaches the same terminal or task log.
-        self.processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "jobs.io.ingest_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-            )
-            for _ in range(count)
-        ]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.readers: list[threading.Thread] = []
+        try:
+            for _ in range(count):
+                # stderr is this process's own: a failure's traceback reaches the same terminal or task log.
+                command = [sys.executable, "-m", "jobs.io.ingest_worker"]
+                self.processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        except OSError as e:  # no process left behind: those started are ended
+            self.close(kill=True)
+            raise SourceError(f"ingest's worker processes could not start: {e.strerror or e}") from None
         self.waiting: list[deque[int]] = [deque() for _ in self.processes]  # each worker's pieces, by number
         self.replies: queue.SimpleQueue[tuple[int, tuple[str, Any] | None]] = queue.SimpleQueue()
         self.done: dict[int, PieceRows] = {}  # pieces read, by number, until taken
@@ -139,13 +142,15 @@ class IngestWorkers:
                     process.stdin.close()
                 except BrokenPipeError:  # a worker that died: a request left unsent in the buffer
                     pass
-        for process, reader in zip(self.processes, self.readers, strict=True):
+        for process in self.processes:
             try:
                 process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            reader.join()  # its pipe's end: the worker is gone
+        for reader in self.readers:
+            reader.join()  # at its pipe's end: the worker is gone
+        for process in self.processes:
             if process.stdout is not None:
                 process.stdout.close()
 
