@@ -198,11 +198,16 @@ def _backslashes_before(data: bytes, pos: int) -> int:
 # --- JSON lines ------------------------------------------------------------------------------------------------
 
 
-def _lines(stream: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, byte offset, bytes without the newline) of each non-blank line, from the input's start."""
-    stream.seek(0)
-    offset = 0
-    for number, line in enumerate(stream, 1):
+def _lines(
+    stream: BinaryIO, start: int = 0, end: int | None = None, first: int = 1
+) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes without the newline) of each non-blank line from byte `start` (a line's
+    start, line number `first`) to byte `end` (a line's start too) or the input's end."""
+    stream.seek(start)
+    offset = start
+    for number, line in enumerate(stream, first):
+        if end is not None and offset >= end:
+            return
         if line.strip():
             yield number, offset, line.removesuffix(b"\n")
         offset += len(line)
@@ -216,10 +221,37 @@ def _line_shaped(stream: BinaryIO) -> bool:
     """
     count = 0
     for _, _, line in _lines(stream):
-        if not line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{"):
+        if not _opens_object(line):
             return False
         count += 1
     return count >= 2
+
+
+def _opens_object(line: bytes) -> bool:
+    return line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{")
+
+
+def json_lines_pieces(stream: BinaryIO, size: int) -> list[tuple[int, int, int]] | None:
+    """An input that can only be JSON lines (as `json_lines_of` decides) cut at line starts into pieces of about
+    `size` bytes, each (first line number, start byte, end byte), for `documents_of_lines` to read apart; None
+    when it might be one value. One pass over the lines, holding one at a time."""
+    cuts, count = [(1, 0)], 0
+    for number, offset, line in _lines(stream):
+        if offset - cuts[-1][1] >= size:
+            cuts.append((number, offset))
+        if not _opens_object(line):
+            return None
+        count += 1
+    if count < 2 or not _first_value_ends_on_its_line(stream):
+        return None
+    stream.seek(0, io.SEEK_END)
+    ends = [start for _, start in cuts[1:]] + [stream.tell()]
+    return [(number, start, end) for (number, start), end in zip(cuts, ends, strict=True)]
+
+
+def documents_of_lines(stream: BinaryIO, source: str, start: int, end: int, first: int) -> Iterator[Document]:
+    """The documents of a JSON-lines input's piece (`json_lines_pieces`), read as `json_lines_of` reads them."""
+    return (_read_line(line, number, offset, source) for number, offset, line in _lines(stream, start, end, first))
 
 
 def _first_value_ends_on_its_line(stream: BinaryIO) -> bool:

@@ -282,8 +282,8 @@ def _verified(ctx: Any, bootstrap: str, group_id: str) -> str:
     """Pull a snapshot of the live group into the lake and verify it against its plan; the verdict line."""
     from jobs.io.kafka_settings import KafkaSettings
     from jobs.io.kafka_source import pull_snapshots
+    from jobs.io.snapshot_pieces import RawDocument
     from jobs.steps import ingest, verify
-    from jobs.steps.ingest import RawDocument
 
     docs = pull_snapshots(KafkaSettings(bootstrap), group_pattern=group_id)
     ingest.run(ctx, documents=[RawDocument(f"kafka://{bootstrap}/{group_id}", json.dumps(d), doc=d) for d in docs])

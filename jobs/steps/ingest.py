@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+import os
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import chain, count, repeat
-from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,25 +26,18 @@ import pyarrow.compute as pc
 
 from jobs.config import Config
 from jobs.context import RunContext, StepResult
-from jobs.io.input_files import listed, open_input
+from jobs.io.ingest_worker import IngestWorkers
+from jobs.io.input_files import listed
 from jobs.io.lake import Lake, rows_table
+from jobs.io.snapshot_pieces import Piece, PieceRows, RawDocument, pieces_of, read_documents
+from jobs.io.snapshot_rows import OffsetColumns, SnapshotColumns, capture_time
 from planner.errors import InputError
 from planner.gc_pause import gc_paused
-from schemas.reader import json_lines_of, read_json_documents
-from schemas.rules import Limits, document_errors, parse_timestamp
-from schemas.spec import TOPIC_PARTITION
-from schemas.tables import PARTITION_OFFSETS, SNAPSHOTS, TOPIC_PARTITIONS
+from schemas.rules import Limits, document_errors
+from schemas.tables import TOPIC_PARTITIONS
 
-
-@dataclass(frozen=True)
-class RawDocument:
-    """One group's document as received (bytes exactly as read, or text), or an unreadable input (`doc` None,
-    `error` set)."""
-
-    source: str
-    raw: str | bytes
-    doc: Any = None
-    error: str | None = None
+if TYPE_CHECKING:
+    from jobs.io.kafka_settings import KafkaSettings
 
 
 @dataclass
@@ -60,31 +52,6 @@ def snapshot_files(pattern: str) -> list[tuple[Path, Path | None]]:
     return listed(pattern)
 
 
-def read_documents(path: Path, listed_from: Path | None = None) -> Iterator[RawDocument]:
-    """One JSON object, a JSON array of them, or JSON lines (`schemas.reader`); what cannot be read comes back as
-    an error with the bytes exactly as received, a bad line or element on its own. JSON lines are read one line
-    at a time, so a large file is never held whole. A file that is not read at all (`jobs.io.input_files`: a FIFO,
-    a link out of its directory, a loop, no permission) comes back as an error with no bytes."""
-    try:
-        opened = open_input(path, listed_from)
-    except InputError as e:
-        yield RawDocument(str(path), b"", error=str(e))
-        return
-    with opened as file:
-        if (lines := json_lines_of(file, str(path))) is not None:
-            yield from (RawDocument(d.where, d.raw, doc=d.doc, error=d.error) for d in lines)
-            return
-        file.seek(0)
-        data = file.read()
-    try:
-        documents = read_json_documents(data, str(path))
-    except InputError as e:
-        yield RawDocument(str(path), data, error=str(e))
-        return
-    for d in documents:
-        yield RawDocument(d.where, d.raw, doc=d.doc, error=d.error)
-
-
 def ingest_documents(
     lake: Lake,
     documents: Iterable[RawDocument],
@@ -94,15 +61,73 @@ def ingest_documents(
     source: str = "file",
 ) -> IngestResult:
     """Validate each document, write the valid groups of one snapshot and quarantine the rest (idempotent)."""
-    snapshot = _Snapshot(snapshot_id, run_id, received_at, source)
-    with gc_paused():
-        for raw in documents:
-            snapshot.take(raw)
+    snapshot = Snapshot(snapshot_id, run_id, received_at, source)
+    snapshot.take_all(documents)
     snapshot.write(lake)
     return snapshot.result
 
 
-class _Snapshot:
+# Inputs smaller than this are read in this process: below it, starting a worker (a new interpreter importing the
+# readers, the rules and Arrow) costs more than it saves (bench/ingest_workers.py measures the crossover).
+MIN_BYTES_FOR_WORKERS = 16 << 20
+PIECE_BYTES = (256 << 10, 4 << 20)  # a piece's least and largest size: small enough to balance the workers' loads
+PIECES_HELD = 4  # pieces per worker sent or read and not yet taken, at most (their rows wait in memory)
+
+
+def ingest_files(
+    lake: Lake,
+    files: Iterable[tuple[Path, Path | None]],
+    snapshot_id: str,
+    run_id: str,
+    received_at: datetime,
+    workers: int | IngestWorkers | None = None,
+) -> IngestResult:
+    """`ingest_documents` of snapshot files (path, the directory it was listed from), read by `read_files`."""
+    snapshot = read_files(files, snapshot_id, run_id, received_at, workers)
+    snapshot.write(lake)
+    return snapshot.result
+
+
+def read_files(
+    files: Iterable[tuple[Path, Path | None]],
+    snapshot_id: str,
+    run_id: str,
+    received_at: datetime,
+    workers: int | IngestWorkers | None = None,
+) -> Snapshot:
+    """The snapshot of the files, as `ingest_documents` takes their documents (the same verdicts, rows and
+    quarantine, in the same order), read by worker processes (`workers`: how many, 0 for none, or started ones,
+    which this closes) or, by default, one per core when the files are large enough to repay their start."""
+    files = list(files)
+    size = sum(map(_size, files))
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if size >= MIN_BYTES_FOR_WORKERS else 0
+    snapshot = Snapshot(snapshot_id, run_id, received_at, "file")
+    if workers == 0:
+        snapshot.take_all(raw for path, within in files for raw in read_documents(path, within))
+        return snapshot
+    with workers if isinstance(workers, IngestWorkers) else IngestWorkers(workers) as started, gc_paused():
+        piece_bytes = min(max(size // (16 * len(started.processes)), PIECE_BYTES[0]), PIECE_BYTES[1])
+        snapshot.take_pieces(_units(files, piece_bytes), started)
+    return snapshot
+
+
+def _size(file: tuple[Path, Path | None]) -> int:
+    """The file's size in bytes (0 when it cannot be told: then reading it fails, and says why)."""
+    try:
+        return file[0].stat().st_size
+    except OSError:
+        return 0
+
+
+def _units(files: list[tuple[Path, Path | None]], piece_bytes: int) -> Iterator[Piece | RawDocument]:
+    """The files' pieces in order, and each file that is not read at all as its error."""
+    for path, within in files:
+        pieces = pieces_of(path, within, piece_bytes)
+        yield from [pieces] if isinstance(pieces, RawDocument) else pieces
+
+
+class Snapshot:
     """A snapshot being ingested: its valid groups' rows, its quarantined input, the topics and groups seen."""
 
     def __init__(self, snapshot_id: str, run_id: str, received_at: datetime, source: str) -> None:
@@ -110,32 +135,75 @@ class _Snapshot:
         self.result = IngestResult(snapshot_id)
         self.members = SnapshotColumns(snapshot_id, received_at, source)
         self.offsets = OffsetColumns()
+        self.pieces: list[tuple[pa.Table, pa.Table]] = []  # the rows taken from workers' pieces, in order
         self.quarantine: list[dict[str, Any]] = []
         self.counts: dict[str, tuple[int, str]] = {}  # topic -> (partition count, the group that gave it)
         self.topic_ids: dict[str, str] = {}  # topic -> Kafka topic id (Uuid, base64url), when the source gave it
         self.group_ids: set[str] = set()
         self.limits = Limits.from_env()
 
+    def take_all(self, documents: Iterable[RawDocument]) -> None:
+        """`take` each document, in order."""
+        with gc_paused():
+            for raw in documents:
+                self.take(raw)
+
     def take(self, raw: RawDocument) -> None:
         """Add a document's group, or quarantine the document with every reason it is refused."""
         errors = [raw.error] if raw.error else document_errors(raw.doc, self.limits)
+        if self.accepts(raw.source, raw.raw, errors, raw.doc):
+            self.members.add(raw.doc)
+            self.offsets.add(raw.doc)
+
+    def take_pieces(self, units: Iterator[Piece | RawDocument], workers: IngestWorkers) -> None:
+        """Take the units' documents in order: each piece read by a worker (sent ahead while a worker has room and
+        fewer than PIECES_HELD per worker are held), a file's error here."""
+        pending: deque[int | RawDocument] = deque()  # per unit in order: its piece's number, or the file's error
+        held = PIECES_HELD * len(workers.processes)
+        while True:
+            while len(pending) < held and workers.room() and (unit := next(units, None)) is not None:
+                if isinstance(unit, RawDocument):
+                    pending.append(unit)
+                else:
+                    pending.append(workers.send(unit, self.result.snapshot_id, self.received_at, self.limits))
+            if not pending:
+                return
+            head = pending[0]
+            if isinstance(head, RawDocument):
+                self.take(head)
+            elif (rows := workers.rows(head)) is not None:
+                self.take_rows(rows)
+            else:
+                workers.wait()
+                continue
+            pending.popleft()
+
+    def take_rows(self, rows: PieceRows) -> None:
+        """Take a piece's documents as `take` would have, keeping the rows of those accepted."""
+        kept = np.array([self.accepts(v.source, v.raw, v.errors, v.fields) for v in rows.verdicts], dtype=bool)
+        assert rows.snapshots is not None and rows.offsets is not None
+        snapshots, offsets = rows.snapshots, rows.offsets
+        if not kept.all():
+            snapshots = snapshots.filter(np.repeat(kept, [v.member_rows for v in rows.verdicts]))
+            offsets = offsets.filter(np.repeat(kept, [v.offset_rows for v in rows.verdicts]))
+        self.pieces.append((snapshots, offsets))
+
+    def accepts(self, source: str, raw: str | bytes, errors: list[str], doc: Any) -> bool:
+        """Whether a document without `errors` of its own agrees with those taken before it: then its group is
+        counted in, else the document is quarantined with every reason it is refused."""
         if not errors:
             errors = (
-                _conflicts(raw.doc, self.counts)
-                or self._duplicate_group(raw.doc)
-                or _from_the_future(raw.doc, self.received_at)
+                _conflicts(doc, self.counts) or self._duplicate_group(doc) or _from_the_future(doc, self.received_at)
             )
         if errors:
-            self._quarantine(raw, "; ".join(errors))
-            return
-        doc = raw.doc
+            self._quarantine(source, raw, "; ".join(errors))
+            return False
         self.result.groups.append(doc["group_id"])
         self.group_ids.add(doc["group_id"])
-        self.members.add(doc)
-        self.offsets.add(doc)
         for topic, n in doc["topics"].items():
             self.counts[topic] = (n, doc["group_id"])
         self.topic_ids.update(doc.get("topic_ids") or {})
+        return True
 
     def _duplicate_group(self, doc: Mapping[str, Any]) -> list[str]:
         """A group appears once per snapshot: a second document of it is rejected."""
@@ -143,31 +211,44 @@ class _Snapshot:
             return [f"group_id: group {doc['group_id']!r} appears twice in this snapshot"]
         return []
 
-    def _quarantine(self, raw: RawDocument, reason: str) -> None:
+    def _quarantine(self, source: str, raw: str | bytes, reason: str) -> None:
         """Keep the document whole, its bytes as received, with the reason."""
         self.quarantine.append(
             {
-                "ingest_id": hashlib.sha256(f"{self.run_id}\0{raw.source}".encode()).hexdigest()[:20],
+                "ingest_id": hashlib.sha256(f"{self.run_id}\0{source}".encode()).hexdigest()[:20],
                 "run_id": self.run_id,
-                "source": raw.source,
-                "raw_payload": _text(raw.raw),
-                "raw_bytes": raw.raw if isinstance(raw.raw, bytes) else raw.raw.encode(),
+                "source": source,
+                "raw_payload": _text(raw),
+                "raw_bytes": raw if isinstance(raw, bytes) else raw.encode(),
                 "error": reason,
                 "received_at": self.received_at,
             }
         )
-        self.result.quarantined.append((raw.source, reason))
+        self.result.quarantined.append((source, reason))
+
+    def tables(self) -> Iterator[tuple[str, pa.Table]]:
+        """The snapshot's rows by table, in the order they are committed (`snapshots` last), each built when asked
+        for (after the tables before it are committed)."""
+        snapshot_id = self.result.snapshot_id
+        offsets = _joined([*(offsets for _, offsets in self.pieces), self.offsets.table(snapshot_id)])
+        counts = {topic: n for topic, (n, _) in self.counts.items()}
+        yield "topic_partitions", topic_partitions(counts, offsets, snapshot_id, self.topic_ids)
+        yield "partition_offsets", offsets
+        yield "quarantine", rows_table("quarantine", self.quarantine)
+        yield "snapshots", _joined([*(members for members, _ in self.pieces), self.members.table()])
 
     def write(self, lake: Lake) -> None:
         """Commit the snapshot's tables, `snapshots` last: the snapshot is complete once its rows are there."""
-        snapshot_id = self.result.snapshot_id
-        offset_rows = self.offsets.table(snapshot_id)
-        counts = {topic: n for topic, (n, _) in self.counts.items()}
-        partitions = topic_partitions(counts, offset_rows, snapshot_id, self.topic_ids)
-        _write_snapshot_rows(lake, "topic_partitions", partitions, snapshot_id)
-        _write_snapshot_rows(lake, "partition_offsets", offset_rows, snapshot_id)
-        lake.merge("quarantine", rows_table("quarantine", self.quarantine))
-        _write_snapshot_rows(lake, "snapshots", self.members.table(), snapshot_id)
+        for name, rows in self.tables():
+            if name == "quarantine":
+                lake.merge(name, rows)
+            else:
+                _write_snapshot_rows(lake, name, rows, self.result.snapshot_id)
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """The tables' rows in order, as one table (the last, empty, when every one is)."""
+    return pa.concat_tables(with_rows) if (with_rows := [t for t in tables if t.num_rows]) else tables[-1]
 
 
 def _write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str) -> None:
@@ -204,12 +285,17 @@ def run(
 
     A row per group ingested; the inputs quarantined, each named with the reason, also as text.
     """
+    from jobs.io import kafka_settings
+
     received_at = received_at or datetime.now(UTC)
-    if documents is None:
-        documents, source = configured_documents(ctx.config, ctx.lake, ctx.run_id, received_at)
-    result = ingest_documents(
-        ctx.lake, documents, snapshot_id=ctx.run_id, run_id=ctx.run_id, received_at=received_at, source=source or "file"
-    )
+    run_id = ctx.run_id  # the snapshot's id too
+    if documents is not None:
+        result = ingest_documents(ctx.lake, documents, run_id, run_id, received_at, source or "file")
+    elif (settings := kafka_settings.from_env()) is not None:
+        documents = kafka_documents(settings, ctx.config, ctx.lake, run_id, received_at)
+        result = ingest_documents(ctx.lake, documents, run_id, run_id, received_at, "kafka")
+    else:
+        result = ingest_files(ctx.lake, configured_files(ctx.config), run_id, run_id, received_at)
     # The rows are written and gone, but Arrow's allocator keeps their pages (70 MB for a thousand groups) for the
     # rest of the run unless told to hand them back.
     pa.default_memory_pool().release_unused()
@@ -220,21 +306,22 @@ def run(
     )
 
 
-def configured_documents(
-    config: Config, lake: Lake, run_id: str, received_at: datetime
-) -> tuple[Iterable[RawDocument], str]:
-    """The run's input: a Kafka pull (plus key samples of `sample_topics`) or the configured snapshot files."""
-    from jobs.io import kafka_settings
+def configured_files(config: Config) -> list[tuple[Path, Path | None]]:
+    """The configured snapshot files, or an InputError when none match."""
+    files = snapshot_files(config.snapshots)
+    if not files:
+        raise InputError(
+            f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
+            "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
+        )
+    return files
 
-    settings = kafka_settings.from_env()
-    if settings is None:
-        files = snapshot_files(config.snapshots)
-        if not files:
-            raise InputError(
-                f"no snapshot files match {config.snapshots!r} (set REBALANCE_SNAPSHOTS, "
-                "or REBALANCE_KAFKA_BOOTSTRAP_SERVERS to pull from Kafka)"
-            )
-        return (raw for path, within in files for raw in read_documents(path, within)), "file"
+
+def kafka_documents(
+    settings: KafkaSettings, config: Config, lake: Lake, run_id: str, received_at: datetime
+) -> list[RawDocument]:
+    """A Kafka pull's documents (already decoded: they are taken in this process), plus key samples of
+    `sample_topics` written to the lake."""
     from jobs.io import kafka_source
 
     # A Kafka pull is all or nothing: any failure raises before a row is written.
@@ -245,7 +332,7 @@ def configured_documents(
             kafka_source.sample_keys(settings, config.sample_topics, config.sample_records, sample_id=run_id),
         )
     origin = f"kafka://{settings.bootstrap_servers}"
-    return [RawDocument(f"{origin}/{_printable(d['group_id'])}", json.dumps(d), doc=d) for d in docs], "kafka"
+    return [RawDocument(f"{origin}/{_printable(d['group_id'])}", json.dumps(d), doc=d) for d in docs]
 
 
 def _printable(group_id: str) -> str:
@@ -273,157 +360,10 @@ CLOCK_SKEW = timedelta(days=1)  # how far a capture time may run ahead of its re
 def _from_the_future(doc: Mapping[str, Any], received_at: datetime) -> list[str]:
     """A capture time after the snapshot was received (beyond clock skew) cannot be true: it would also sort the
     snapshot after every real one and make it each group's "latest" for years."""
-    captured = _parse_time(doc.get("captured_at"), received_at)
+    captured = capture_time(doc.get("captured_at"), received_at)
     if captured - received_at <= CLOCK_SKEW:
         return []
     return [f"captured_at: {doc['captured_at']} is after the snapshot was received ({received_at.isoformat()})"]
-
-
-def _parse_time(text: str | None, default: datetime) -> datetime:
-    """The document's capture time (validated by the rules, strict RFC 3339), or when it was received."""
-    return parse_timestamp(text) if text else default
-
-
-_NO_MEMBER = {"member_id": "", "topics": []}  # the one row of a group without members
-_MEMBER_FIELDS = (
-    "member_id",
-    "client_id",
-    "host",
-    "group_instance_id",
-    "rack",
-    "member_epoch",
-    "subscription_user_data",
-    "topic_regex",
-    "assignment_user_data",
-)
-
-
-class SnapshotColumns:
-    """A snapshot's `snapshots` rows, gathered group by group: one per member, or one with member_id '' for a group
-    without members. Member fields are kept as lists (a few per member); the [topic, partition] lists, a million
-    pairs in a large group, as arrays of topic ids and partitions, each list sorted as Python sorts the pairs."""
-
-    def __init__(self, snapshot_id: str, received_at: datetime, source: str) -> None:
-        self.snapshot_id, self.received_at, self.source = snapshot_id, received_at, source
-        self.topic_ids: dict[str, int] = defaultdict(count().__next__)  # a new topic takes the next id
-        self.lists = {name: PartitionLists(self.topic_ids) for name in ("owned", "assignment", "target_assignment")}
-        self.columns: dict[str, list[Any]] = {name: [] for name in SNAPSHOTS.schema.names if name not in self.lists}
-
-    def add(self, doc: Mapping[str, Any]) -> None:
-        """Append a valid group document's rows."""
-        members = doc["members"] or [_NO_MEMBER]
-        for name, value in self._group(doc).items():
-            self.columns[name] += [value] * len(members)
-        for name in _MEMBER_FIELDS:
-            self.columns[name] += [m.get(name) for m in members]
-        self.columns["strategies"] += [m.get("strategies") or [] for m in members]
-        self.columns["topics"] += [sorted(set(m["topics"])) for m in members]
-        self.lists["owned"].add([m.get("owned") or [] for m in members])
-        self.lists["assignment"].add([m.get("assignment") or [] for m in members])
-        self.lists["target_assignment"].add([m.get("target_assignment") for m in members])  # absent: null
-
-    def _group(self, doc: Mapping[str, Any]) -> dict[str, Any]:
-        """The fields every row of the group repeats."""
-        return {
-            "snapshot_id": self.snapshot_id,
-            "group_id": doc["group_id"],
-            "captured_at": _parse_time(doc.get("captured_at"), self.received_at),
-            "source": doc.get("source", self.source),
-            "state": doc.get("state", "Stable"),
-            "protocol_type": doc.get("protocol_type", "consumer"),
-            "protocol": doc.get("protocol"),
-            "kafka_generation": doc.get("generation"),
-            "group_type": doc.get("group_type", "classic"),  # classic unless the document says consumer (KIP-848)
-            "state_reason": doc.get("state_reason"),
-            "server_assignor": doc.get("server_assignor"),
-            "group_epoch": doc.get("group_epoch"),
-            "assignment_epoch": doc.get("assignment_epoch"),
-        }
-
-    def table(self) -> pa.Table:
-        """The rows gathered so far."""
-        names = pa.array(list(self.topic_ids), pa.string())  # by id: ids are given in insertion order
-        lists = {name: partition_lists.array(names) for name, partition_lists in self.lists.items()}
-        return pa.table({**self.columns, **lists}, schema=SNAPSHOTS.schema)
-
-
-class PartitionLists:
-    """Lists of [topic, partition] pairs, one per row (None: a null list), gathered group by group as flat arrays
-    of topic ids (`topic_ids`, shared) and partitions, each list sorted by (topic name, partition)."""
-
-    def __init__(self, topic_ids: dict[str, int]) -> None:
-        self.topic_ids = topic_ids
-        self.lengths: list[np.ndarray] = [np.zeros(0, np.int64)]
-        self.topics: list[np.ndarray] = [np.zeros(0, np.int32)]
-        self.partitions: list[np.ndarray] = [np.zeros(0, np.int32)]
-        self.nulls: list[bool] = []
-
-    def add(self, lists: list[list[list[Any]] | None]) -> None:
-        """Append one group's lists: flattened, ranked by topic name, sorted by one lexsort."""
-        lengths = np.fromiter(map(len, (pairs or () for pairs in lists)), np.int64, len(lists))
-        flat = list(chain.from_iterable(pairs for pairs in lists if pairs))
-        topics, partitions = zip(*flat, strict=True) if flat else ((), ())
-        names = sorted(set(topics))
-        rank = np.fromiter(map({name: i for i, name in enumerate(names)}.__getitem__, topics), np.int32, len(flat))
-        partition = np.fromiter(partitions, np.int32, len(flat))
-        order = np.lexsort((partition, rank, np.repeat(np.arange(len(lists)), lengths)))
-        ids = np.fromiter(map(self.topic_ids.__getitem__, names), np.int32, len(names))
-        self.lengths.append(lengths)
-        self.topics.append(ids[rank[order]])
-        self.partitions.append(partition[order])
-        self.nulls += [pairs is None for pairs in lists]
-
-    def array(self, names: pa.Array) -> pa.Array:
-        """The lists as list<struct<topic, partition>>; `names` holds each topic id's name."""
-        values = pa.StructArray.from_arrays(
-            [names.take(np.concatenate(self.topics)), pa.array(np.concatenate(self.partitions))],
-            fields=list(TOPIC_PARTITION),
-        )
-        offsets = pa.array(np.concatenate([[0], np.cumsum(np.concatenate(self.lengths))]), pa.int32())
-        return pa.ListArray.from_arrays(
-            offsets, values, mask=pa.array(self.nulls, pa.bool_()) if any(self.nulls) else None
-        )
-
-
-class OffsetColumns:
-    """The snapshot's `partition_offsets` rows, gathered group by group (a group may have a million): groups and
-    topics as ids, partitions as arrays, offsets as Arrow arrays (they may be null)."""
-
-    def __init__(self) -> None:
-        self.group_ids: list[str] = []
-        self.sizes: list[int] = []
-        self.topic_ids: dict[str, int] = defaultdict(count().__next__)  # a new topic takes the next id
-        self.topics: list[np.ndarray] = [np.zeros(0, np.int32)]
-        self.partitions: list[np.ndarray] = [np.zeros(0, np.int32)]
-        self.committed: list[pa.Array] = []
-        self.ends: list[pa.Array] = []
-
-    def add(self, doc: Mapping[str, Any]) -> None:
-        """Append a valid group document's offsets."""
-        offsets = doc.get("offsets") or []
-        self.group_ids.append(doc["group_id"])
-        self.sizes.append(len(offsets))
-        topics = map(self.topic_ids.__getitem__, map(itemgetter("topic"), offsets))
-        self.topics.append(np.fromiter(topics, np.int32, len(offsets)))
-        self.partitions.append(np.fromiter(map(itemgetter("partition"), offsets), np.int32, len(offsets)))
-        self.committed.append(pa.array(list(map(dict.get, offsets, repeat("committed"))), pa.int64()))
-        self.ends.append(pa.array(list(map(dict.get, offsets, repeat("end"))), pa.int64()))
-
-    def table(self, snapshot_id: str) -> pa.Table:
-        """The rows, lag = end - committed where both are known and committed is not negative (none committed)."""
-        committed, end = pa.chunked_array(self.committed, pa.int64()), pa.chunked_array(self.ends, pa.int64())
-        lag = pc.if_else(pc.greater_equal(committed, 0), pc.subtract(end, committed), pa.scalar(None, pa.int64()))
-        group = np.repeat(np.arange(len(self.sizes)), self.sizes)
-        columns = {
-            "snapshot_id": pa.repeat(pa.scalar(snapshot_id, pa.string()), len(group)),
-            "group_id": pa.array(self.group_ids, pa.string()).take(group),
-            "topic": pa.array(list(self.topic_ids), pa.string()).take(np.concatenate(self.topics)),
-            "partition": pa.array(np.concatenate(self.partitions)),
-            "committed": committed,
-            "end_offset": end,
-            "lag": lag,
-        }
-        return pa.table(columns, schema=PARTITION_OFFSETS.schema)
 
 
 def topic_partitions(

@@ -14,8 +14,8 @@ from typing import Any, cast
 
 from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
+from jobs.io.snapshot_pieces import RawDocument
 from jobs.steps import ingest
-from jobs.steps.ingest import RawDocument
 from planner.errors import InputError, LimitError
 from schemas.rules import Limits, check_group
 from schemas.tables import WHAT_IF_SOURCE

@@ -10,8 +10,8 @@ import pytest
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.io.lake import Lake, rows_table
+from jobs.io.snapshot_pieces import RawDocument
 from jobs.steps import ingest, plan
-from jobs.steps.ingest import RawDocument
 from planner.errors import InputError
 from planner.group import from_snapshot, parse_group
 from planner.load import load_bound

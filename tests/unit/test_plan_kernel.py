@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyarrow import fs
 
+from jobs.io.snapshot_rows import SnapshotColumns
 from jobs.kernels.candidates import (
     Group,
     PlanSettings,
@@ -26,7 +27,6 @@ from jobs.kernels.candidates import (
 from jobs.kernels.columns import Columns
 from jobs.kernels.group_spec import group_spec
 from jobs.kernels.loads import choose
-from jobs.steps.ingest import SnapshotColumns
 from planner.group import from_snapshot, frozen, java_key, parse_group
 from planner.plan_diff import member_diffs
 from schemas.tables import PLAN_DIFFS, PLANS

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from jobs.io.snapshot_rows import SnapshotColumns
 from jobs.kernels.group_spec import GroupBatch, group_spec
-from jobs.steps.ingest import SnapshotColumns
 from jobs.steps.migration import _Today, _upgraded, readiness_by_group
 from jobs.tables.snapshot_docs import documents, in_document_order
 from planner.changes import group_changes
