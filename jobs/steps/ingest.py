@@ -68,8 +68,9 @@ def ingest_documents(
 
 
 # Inputs smaller than this are read in this process: below it, starting a worker (a new interpreter importing the
-# readers, the rules and Arrow) costs more than it saves (bench/ingest_workers.py measures the crossover).
-MIN_BYTES_FOR_WORKERS = 16 << 20
+# readers, the rules and Arrow) costs more than it saves (bench/ingest_workers.py measures the crossover), and in
+# `rebalance run` the JVM's start holds the other core for the first seconds of ingest (1,000 groups, 54 MB: 3 s).
+MIN_BYTES_FOR_WORKERS = 64 << 20
 PIECE_BYTES = (256 << 10, 4 << 20)  # a piece's least and largest size: small enough to balance the workers' loads
 PIECES_HELD = 4  # pieces per worker sent or read and not yet taken, at most (their rows wait in memory)
 
