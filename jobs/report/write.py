@@ -7,6 +7,7 @@ and `_` kept, everything else as `%XX` of its UTF-8 bytes): one id, one name, ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -25,6 +26,7 @@ from jobs.report.arrow_batch import BATCHED, Rows, rows
 from jobs.report.page_content import collect_many, groups, histories
 from jobs.report.reader import Read, Scan, indexed, whole
 from jobs.report.regroup import regroup
+from jobs.report.workers import RenderWorkers, worker_count
 from planner.errors import InputError, SourceError
 
 KEPT = frozenset(string.ascii_letters + string.digits + "-_")
@@ -53,6 +55,8 @@ def write_reports(
     group: str | None = None,
     generation: int | None = None,
     only: Mapping[str, int] | None = None,
+    batch_rows: int = BATCH_PLAN_ROWS,
+    workers: int | None = None,
 ) -> list[Path]:
     """Write every generation's page (or only `group` / `generation`, or the `only` {group: generation} pages of
     one run), the group indexes and the top index.
@@ -60,7 +64,8 @@ def write_reports(
     `read` has the shape of `Lake.read_arrow`: generations and plan metrics are read once; the other tables
     (BATCHED) once per batch of pages, with the batch's groups, snapshots and runs as filters, those with a row per
     partition from the batch's own file when there are several batches (`regroup`: `scan`, of `Lake.read_batches`'s
-    shape, reads each once; without it, `read` reads each whole). Returns the HTML files written.
+    shape, reads each once; without it, `read` reads each whole). Several batches are rendered by `workers` worker
+    processes (default: one per core, `jobs.report.workers`), one batch in this process. Returns the HTML files written.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,7 +79,8 @@ def write_reports(
     pages = _pages(past, group, generation, only)
     try:
         _plotly(out)
-        done = _generation_pages(read, scan or whole(read), out, pages, past)
+        chunks = list(batches(read, [(g, n) for g, ids in pages.items() for n in ids], batch_rows))
+        done = _generation_pages(read, scan or whole(read), out, chunks, past, workers)
         written = []
         for group_id, ids in pages.items():
             written += [done[(group_id, n)] for n in ids]
@@ -91,33 +97,45 @@ def write_reports(
 
 
 def _generation_pages(
-    read: Read, scan: Scan, out: Path, pages: Mapping[str, list[int]], past: Mapping[str, Rows]
+    read: Read,
+    scan: Scan,
+    out: Path,
+    chunks: list[list[tuple[str, int]]],
+    past: Mapping[str, Rows],
+    workers: int | None,
 ) -> dict[tuple[str, int], Path]:
-    """Write the generation pages, batch by batch; returns (group, generation) -> page."""
-    for group_id in pages:
+    """Write the generation pages of each batch; returns (group, generation) -> page. One batch is rendered here
+    from `read` (regrouping would only copy its rows, a worker's start cost more than it saves); several from their
+    own files of the per-partition tables (`regroup`), by worker processes when there are two or more to run."""
+    for group_id in {g for chunk in chunks for g, _ in chunk}:
         (out / folder_name(group_id)).mkdir(exist_ok=True)
-    chunks = list(batches(read, [(g, n) for g, ids in pages.items() for n in ids]))
-    done = {}
-    with tempfile.TemporaryDirectory(prefix="rebalance-report-") as tmp:
-        for batch, batch_read in zip(chunks, _batch_reads(read, scan, chunks, past, Path(tmp)), strict=True):
-            for report in collect_many(batch_read, batch):
-                page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
-                done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
-            # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
-            pa.default_memory_pool().release_unused()
-    return done
-
-
-def _batch_reads(
-    read: Read, scan: Scan, chunks: list[list[tuple[str, int]]], past: Mapping[str, Rows], tmp: Path
-) -> list[Read]:
-    """Each batch's `read`: `read` itself for a single batch (regrouping would only copy its rows), else one reading
-    the batch's own files of the per-partition tables (`regroup`, into `tmp`)."""
-    if len(chunks) == 1:
-        return [read]
+    if len(chunks) <= 1:
+        return render_batch(read, chunks[0], out) if chunks else {}
+    count = worker_count(workers, len(chunks))
     found = {(g["group_id"], g["generation_id"]): g for generations in past.values() for g in generations}
-    regrouped = regroup(scan, [[found[pair] for pair in chunk] for chunk in chunks], tmp)
-    return [regrouped.read(number, read) for number in range(len(chunks))]
+    with (
+        tempfile.TemporaryDirectory(prefix="rebalance-report-") as tmp,
+        # Started before the regrouping, so their imports overlap it.
+        RenderWorkers(count) if count > 1 else contextlib.nullcontext() as pool,
+    ):
+        regrouped = regroup(scan, [[found[pair] for pair in chunk] for chunk in chunks], Path(tmp))
+        if pool is not None:
+            return pool.render(read, regrouped, chunks, out)
+        done: dict[tuple[str, int], Path] = {}
+        for number, chunk in enumerate(chunks):
+            done |= render_batch(regrouped.read(number, read), chunk, out)
+        return done
+
+
+def render_batch(read: Read, batch: list[tuple[str, int]], out: Path) -> dict[tuple[str, int], Path]:
+    """Gather, render and write the pages of one batch of (group, generation) pairs; returns pair -> page."""
+    done = {}
+    for report in collect_many(read, batch):
+        page = out / folder_name(report.group_id) / f"generation-{report.generation_id}.html"
+        done[(report.group_id, report.generation_id)] = _write(page, html.render_generation(report))
+    # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
+    pa.default_memory_pool().release_unused()
+    return done
 
 
 def _pages(
@@ -137,8 +155,10 @@ def _pages(
     return pages
 
 
-def batches(read: Read, pairs: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
-    """`pairs` (group, generation) in order, in batches of about BATCH_PLAN_ROWS plan rows (a larger one alone)."""
+def batches(
+    read: Read, pairs: list[tuple[str, int]], batch_rows: int = BATCH_PLAN_ROWS
+) -> Iterator[list[tuple[str, int]]]:
+    """`pairs` (group, generation) in order, in batches of about `batch_rows` plan rows (a larger one alone)."""
     lookup = [("group_id", "in", sorted({g for g, _ in pairs}))]
     size: dict[tuple[str, int], int] = defaultdict(int)
     for m in rows(read, "plan_metrics", lookup, ("group_id", "generation_id", "partitions")):
@@ -146,7 +166,7 @@ def batches(read: Read, pairs: list[tuple[str, int]]) -> Iterator[list[tuple[str
     batch: list[tuple[str, int]] = []
     held = 0
     for pair in pairs:
-        if batch and held + size[pair] > BATCH_PLAN_ROWS:
+        if batch and held + size[pair] > batch_rows:
             yield batch
             batch, held = [], 0
         batch.append(pair)
