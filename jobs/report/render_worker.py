@@ -65,7 +65,7 @@ def main() -> None:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     serve(sys.stdin.buffer, replies)
-    # Ended without the interpreter's tear-down (freeing pyarrow's and pandas's modules); every reply is flushed.
+    # Ended without the interpreter's tear-down (freeing pyarrow's modules); every reply is flushed.
     sys.stderr.flush()
     os._exit(0)
 

@@ -19,6 +19,7 @@ import selectors
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -60,19 +61,30 @@ class RenderWorkers:
         self.close(kill=kind is not None)
 
     def render(
-        self, read: Read, regrouped: Regrouped, chunks: list[list[tuple[str, int]]], out: Path
+        self,
+        read: Read,
+        regrouped: Regrouped,
+        chunks: list[list[tuple[str, int]]],
+        out: Path,
+        meanwhile: Iterator[None],
     ) -> dict[tuple[str, int], Path]:
         """Render every batch (`write.render_batch` of batch number n reading `regrouped.read(n, read)`), each by the
-        next worker free, answering their lookups from `read`; returns (group, generation) -> page."""
+        next worker free, answering their lookups from `read`, and take a step of `meanwhile` whenever no worker
+        waits for an answer (each step short: a worker's lookup waits for it); returns (group, generation) -> page."""
         waiting = deque(enumerate(chunks))
         done: dict[tuple[str, int], Path] = {}
+        idle = True  # `meanwhile` has steps left
         with selectors.DefaultSelector() as selector:
             for process in self.processes:
                 if waiting:
                     _send(process, ("batch", *waiting.popleft(), regrouped.directory, regrouped.schemas, out))
                     selector.register(_pipe(process.stdout), selectors.EVENT_READ, process)
             while selector.get_map():
-                for key, _ in selector.select():
+                ready = selector.select(timeout=0 if idle else None)
+                if not ready:
+                    idle = next(meanwhile, False) is None  # False once it has no step left
+                    continue
+                for key, _ in ready:
                     process = key.data
                     kind, *answer = _receive(process)
                     if kind == "read":

@@ -80,14 +80,17 @@ def write_reports(
     try:
         _plotly(out)
         chunks = list(batches(read, [(g, n) for g, ids in pages.items() for n in ids], batch_rows))
-        done = _generation_pages(read, scan or whole(read), out, chunks, past, workers)
+        for group_id in pages:
+            (out / folder_name(group_id)).mkdir(exist_ok=True)
+        indexes = _indexes(out, every, {g: past[g] for g in pages})
+        done = _generation_pages(read, scan or whole(read), out, chunks, past, workers, indexes)
+        for _ in indexes:  # those the workers left to write
+            pass
         written = []
         for group_id, ids in pages.items():
             written += [done[(group_id, n)] for n in ids]
-            index = html.render_index(group_id, past[group_id])
-            written.append(_write(out / folder_name(group_id) / "index.html", index))
-        links = {g: quote(folder_name(g)) + "/index.html" for g in names}
-        written.append(_write(out / "index.html", html.render_groups(every, links)))
+            written.append(out / folder_name(group_id) / "index.html")
+        written.append(out / "index.html")
     except OSError as e:  # a full disk, a read-only or vanished directory: the pages, not the lake, are at stake
         where = f" ({e.filename})" if e.filename else ""
         raise SourceError(
@@ -103,12 +106,12 @@ def _generation_pages(
     chunks: list[list[tuple[str, int]]],
     past: Mapping[str, Rows],
     workers: int | None,
+    meanwhile: Iterator[None],
 ) -> dict[tuple[str, int], Path]:
     """Write the generation pages of each batch; returns (group, generation) -> page. One batch is rendered here
     from `read` (regrouping would only copy its rows, a worker's start cost more than it saves); several from their
-    own files of the per-partition tables (`regroup`), by worker processes when there are two or more to run."""
-    for group_id in {g for chunk in chunks for g, _ in chunk}:
-        (out / folder_name(group_id)).mkdir(exist_ok=True)
+    own files of the per-partition tables (`regroup`), by worker processes when there are two or more to run, this
+    process meanwhile taking `meanwhile`'s steps."""
     if len(chunks) <= 1:
         return render_batch(read, chunks[0], out) if chunks else {}
     count = worker_count(workers, len(chunks))
@@ -120,7 +123,7 @@ def _generation_pages(
     ):
         regrouped = regroup(scan, [[found[pair] for pair in chunk] for chunk in chunks], Path(tmp))
         if pool is not None:
-            return pool.render(read, regrouped, chunks, out)
+            return pool.render(read, regrouped, chunks, out, meanwhile)
         done: dict[tuple[str, int], Path] = {}
         for number, chunk in enumerate(chunks):
             done |= render_batch(regrouped.read(number, read), chunk, out)
@@ -136,6 +139,17 @@ def render_batch(read: Read, batch: list[tuple[str, int]], out: Path) -> dict[tu
     # mimalloc keeps the batch's freed pages for itself; handed back, the next batch does not add to the peak.
     pa.default_memory_pool().release_unused()
     return done
+
+
+def _indexes(out: Path, every: Rows, past: Mapping[str, Rows]) -> Iterator[None]:
+    """Write the index page of each group in `past`, a step each, then the index of `every` group (steps taken
+    while workers render, `RenderWorkers.render`)."""
+    for group_id, generations in past.items():
+        _write(out / folder_name(group_id) / "index.html", html.render_index(group_id, generations))
+        yield
+    links = {g["group_id"]: quote(folder_name(g["group_id"])) + "/index.html" for g in every}
+    _write(out / "index.html", html.render_groups(every, links))
+    yield
 
 
 def _pages(

@@ -594,6 +594,6 @@ def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_rea
     with pytest.raises(SourceError) as ended, RenderWorkers(2) as pool:
         pool.processes[1].kill()
         pool.processes[1].wait()
-        pool.render(read, regrouped, chunks, tmp_path)
+        pool.render(read, regrouped, chunks, tmp_path, iter(()))
     assert str(ended.value) == f"report worker process {pool.processes[1].pid} ended (exit code -9)"
     assert all(p.poll() is not None for p in pool.processes)
