@@ -567,6 +567,14 @@ def test_pages_rendered_by_worker_processes_are_the_pages_rendered_here(built, t
     assert all(t.read_bytes() == h.read_bytes() for t, h in zip(there, here, strict=True))
 
 
+def test_batches_for_workers_are_split_in_parts_keeping_the_order(built):
+    lake, _ = built
+    read, pairs = projected(lake.read_arrow), generations(lake)
+    assert len(list(write.batches(read, pairs))) == 1
+    parts = list(write.batches(read, pairs, parts=3))
+    assert len(parts) > 1 and [pair for part in parts for pair in part] == pairs
+
+
 def test_a_page_a_worker_cannot_write_is_the_same_one_line_error(built, tmp_path):
     from planner.errors import SourceError
 
