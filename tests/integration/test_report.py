@@ -220,12 +220,12 @@ def test_the_report_reads_of_a_batch_only_its_rows_and_the_columns_it_uses(built
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["lake-batches", "whole-tables"])
-def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path, monkeypatch, streaming):
+def test_pages_are_the_same_however_the_generations_are_batched(built, tmp_path, streaming):
     lake, _ = built
     together = write_reports(projected(lake.read_arrow), tmp_path / "together")  # one batch: read from the lake
-    monkeypatch.setattr(write, "BATCH_PLAN_ROWS", 1)  # one generation per batch: the tables regrouped by batch
     scan = streamed(lake.read_batches) if streaming else None
-    alone = write_reports(projected(lake.read_arrow), tmp_path / "alone", scan=scan)
+    # One generation per batch (the tables regrouped by batch), rendered here.
+    alone = write_reports(projected(lake.read_arrow), tmp_path / "alone", scan=scan, batch_rows=1, workers=1)
     assert [p.relative_to(tmp_path / "alone") for p in alone] == [
         p.relative_to(tmp_path / "together") for p in together
     ]
@@ -555,3 +555,53 @@ def test_a_full_disk_is_one_line_naming_the_file(built, tmp_path):
     said = str(full.value)
     assert said.startswith(f"report pages in {tmp_path}: No space left on device") and "\n" not in said
     assert said.endswith("; the lake is committed, `rebalance report` writes them")
+
+
+def test_pages_rendered_by_worker_processes_are_the_pages_rendered_here(built, tmp_path):
+    lake, _ = built
+    read, scan = projected(lake.read_arrow), streamed(lake.read_batches)
+    assert len(list(write.batches(read, generations(lake), batch_rows=1))) > 2  # more batches than workers
+    here = write_reports(read, tmp_path / "here", scan=scan, batch_rows=1, workers=1)
+    there = write_reports(read, tmp_path / "workers", scan=scan, batch_rows=1, workers=2)
+    assert [p.relative_to(tmp_path / "workers") for p in there] == [p.relative_to(tmp_path / "here") for p in here]
+    assert all(t.read_bytes() == h.read_bytes() for t, h in zip(there, here, strict=True))
+
+
+def test_batches_for_workers_are_split_in_parts_keeping_the_order(built):
+    lake, _ = built
+    read, pairs = projected(lake.read_arrow), generations(lake)
+    assert len(list(write.batches(read, pairs))) == 1
+    parts = list(write.batches(read, pairs, parts=3))
+    assert len(parts) > 1 and [pair for part in parts for pair in part] == pairs
+
+
+def test_a_page_a_worker_cannot_write_is_the_same_one_line_error(built, tmp_path):
+    from planner.errors import SourceError
+
+    lake, _ = built
+    group, generation = generations(lake)[-1]
+    (tmp_path / folder_name(group)).mkdir()
+    (tmp_path / folder_name(group) / f"generation-{generation}.html").symlink_to("/dev/full")  # writes fail: ENOSPC
+    with pytest.raises(SourceError) as full:
+        write_reports(projected(lake.read_arrow), tmp_path, batch_rows=1, workers=2)
+    said = str(full.value)
+    assert said.startswith(f"report pages in {tmp_path}: No space left on device") and "\n" not in said
+
+
+def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_reaped(built, tmp_path):
+    from jobs.report.regroup import regroup
+    from jobs.report.workers import RenderWorkers
+    from planner.errors import SourceError
+
+    lake, _ = built
+    read = indexed(projected(lake.read_arrow), read_through=BATCHED)
+    found = {(g["group_id"], g["generation_id"]): g for g in lake.read_arrow("generations").to_pylist()}
+    chunks = [[pair] for pair in generations(lake)]
+    (tmp_path / "regrouped").mkdir()
+    regrouped = regroup(streamed(lake.read_batches), [[found[p] for p in c] for c in chunks], tmp_path / "regrouped")
+    with pytest.raises(SourceError) as ended, RenderWorkers(2) as pool:
+        pool.processes[1].kill()
+        pool.processes[1].wait()
+        pool.render(read, regrouped, chunks, tmp_path, iter(()))
+    assert str(ended.value) == f"report worker process {pool.processes[1].pid} ended (exit code -9)"
+    assert all(p.poll() is not None for p in pool.processes)
