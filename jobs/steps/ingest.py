@@ -29,7 +29,7 @@ from jobs.context import RunContext, StepResult
 from jobs.io.ingest_worker import IngestWorkers
 from jobs.io.input_files import listed
 from jobs.io.lake import Lake, rows_table
-from jobs.io.snapshot_pieces import Piece, PieceRows, RawDocument, pieces_of, read_documents
+from jobs.io.snapshot_pieces import Piece, PieceRows, RawDocument, piece_documents, pieces_of, read_documents
 from jobs.io.snapshot_rows import OffsetColumns, SnapshotColumns, capture_time
 from planner.errors import InputError
 from planner.gc_pause import gc_paused
@@ -101,16 +101,30 @@ def read_files(
     which this closes) or, by default, one per core when the files are large enough to repay their start."""
     files = list(files)
     size = sum(map(_size, files))
+    chosen = workers is None
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if size >= MIN_BYTES_FOR_WORKERS else 0
     snapshot = Snapshot(snapshot_id, run_id, received_at, "file")
     if workers == 0:
         snapshot.take_all(raw for path, within in files for raw in read_documents(path, within))
         return snapshot
+    count = workers if isinstance(workers, int) else len(workers.processes)
+    units = list(_units(files, min(max(size // (16 * count), PIECE_BYTES[0]), PIECE_BYTES[1])))
+    if chosen and sum(isinstance(unit, Piece) for unit in units) < 2:
+        # One piece (a file of one large document, or an array): a worker would read it alone, then send its rows.
+        snapshot.take_all(raw for unit in units for raw in _documents(unit))
+        return snapshot
     with workers if isinstance(workers, IngestWorkers) else IngestWorkers(workers) as started, gc_paused():
-        piece_bytes = min(max(size // (16 * len(started.processes)), PIECE_BYTES[0]), PIECE_BYTES[1])
-        snapshot.take_pieces(_units(files, piece_bytes), started)
+        snapshot.take_pieces(iter(units), started)
     return snapshot
+
+
+def _documents(unit: Piece | RawDocument) -> Iterator[RawDocument]:
+    """A unit's documents: a piece's, or a file's error."""
+    if isinstance(unit, RawDocument):
+        yield unit
+    else:
+        yield from piece_documents(unit)
 
 
 def _size(file: tuple[Path, Path | None]) -> int:

@@ -99,3 +99,16 @@ def test_a_worker_that_died_fails_the_step_with_one_line_and_every_worker_is_rea
         ingest.read_files(ingest.snapshot_files(str(files)), "s1", "r1", NOW, workers)
     assert str(failure.value) == "ingest's worker process 2 of 2 ended (exit code -9)"
     assert [process.poll() is not None for process in workers.processes] == [True, True]
+
+
+def test_by_default_a_single_piece_is_read_here_and_several_by_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(ingest, "MIN_BYTES_FOR_WORKERS", 0)  # every input large enough for workers
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "large.json").write_text(json.dumps(group("large", {"orders": 3000})))
+    alone = ingest.read_files(ingest.snapshot_files(str(one)), "s1", "r1", NOW)
+    assert alone.pieces == [] and alone.result.groups == ["large"]  # no piece came from a worker
+    files = ingest.snapshot_files(str(snapshot_dir(tmp_path)))
+    several = ingest.read_files(files, "s1", "r1", NOW)
+    assert len(several.pieces) >= 4
+    assert several.result == ingest.read_files(files, "s1", "r1", NOW, workers=0).result
