@@ -172,3 +172,26 @@ def test_plan_diffs_match_the_plans_member_by_member_and_print(two_runs, capsys)
     out = capsys.readouterr().out
     assert out.startswith("group payments, generation 2, strategy range: ")
     assert "  pay-2: 2 -> " in out and "    + " in out
+
+
+def test_migration_assessed_in_parts_of_whole_groups_stores_the_same_rows(two_runs, monkeypatch):
+    from jobs.steps import migration
+
+    lake, ctx = two_runs
+    before = lake.read_arrow("migration_readiness").sort_by([("group_id", "ascending"), ("generation_id", "ascending")])
+    monkeypatch.setattr(migration, "PART_ROWS", 1)  # every group a part of its own
+    migration.run(ctx)
+    after = lake.read_arrow("migration_readiness").sort_by([("group_id", "ascending"), ("generation_id", "ascending")])
+    assert after.equals(before)
+
+
+def test_group_parts_are_whole_groups_in_order():
+    import pyarrow as pa
+
+    from jobs.steps.migration import group_parts
+
+    rows = pa.table({"group_id": ["a", "a", "a", "b", "c", "c", "d"], "n": list(range(7))})
+    parts = [part.column("group_id").to_pylist() for part in group_parts(rows, 2)]
+    assert parts == [["a", "a", "a"], ["b"], ["c", "c"], ["d"]]
+    assert [p.column("group_id").to_pylist() for p in group_parts(rows, 4)] == [["a", "a", "a", "b"], ["c", "c", "d"]]
+    assert list(group_parts(rows.slice(0, 0), 2)) == []
