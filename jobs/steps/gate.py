@@ -4,7 +4,7 @@ The frame the suite validates (`plan_check`) is built in Arrow in this process f
 resolves each table; one scan of the run's plan rows keeps only the chosen ones: a thousand groups' are half a million
 rows) and GX validates it with its pandas engine (here, or in a what-if's worker process: `jobs.io.gx_worker`).
 Groups go in batches of about BATCH_ROWS plan rows, each batch's check built and validated alone, so memory stays
-bounded however many groups a run has (10,000 groups: 1.8 GB peak, 3.7 GB when built at once); a group's rows are
+bounded however many groups a run has (10,000 groups: 1.3 GB peak, 3.7 GB when built at once); a group's rows are
 always in one batch, so every expectation, uniqueness too, sees each group whole. Over Spark the same suite cost a
 job per metric (about 20 s for a thousand groups, most of it building the frame; 4 s now), and the gate needs no
 JVM: an Airflow task gating a run starts none.
