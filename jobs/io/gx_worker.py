@@ -10,18 +10,16 @@ stdin closes. Pickle is safe here: both ends are this program, on a pair of pipe
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib.util
-import os
 import pickle
-import signal
 import subprocess
 import sys
 import traceback
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from jobs.io.worker_process import serve_pipes, stop
 from planner.errors import SourceError
 
 if TYPE_CHECKING:
@@ -64,14 +62,7 @@ class GxWorker:
     def close(self) -> None:
         """End the worker (its stdin closes, it exits); killed if it has not within STOP_TIMEOUT_S: it holds nothing
         to finish, and a what-if that failed before its gate ends without waiting for GX's import."""
-        if self.process.stdin is not None:
-            with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
-                self.process.stdin.close()
-        try:
-            self.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop([self.process], STOP_TIMEOUT_S)
         if self.process.stdout is not None:
             self.process.stdout.close()
 
@@ -127,15 +118,8 @@ def import_on_first_use(name: str) -> None:
 
 
 def main() -> None:
-    """Serve on stdin and the stdout pipe; anything else written to stdout (by GX or below it) goes to stderr."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the what-if's process too, which ends this one
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.stdin.buffer, replies)
-    # Ended without the interpreter's tear-down (freeing GX's modules: 0.1 s the what-if waits for), as `rebalance`
-    # ends (`jobs.cli.commands._end_promptly`); every reply is flushed, nothing else is left to write.
-    sys.stderr.flush()
-    os._exit(0)
+    """Serve on the pipes (`jobs.io.worker_process.serve_pipes`)."""
+    serve_pipes(serve)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import pickle
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +25,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from jobs.io.snapshot_pieces import Piece, PieceRows, read_piece
+from jobs.io.worker_process import serve_pipes, stop
 from planner.errors import SourceError
 from schemas.rules import Limits
 
@@ -134,20 +133,7 @@ class IngestWorkers:
     def close(self, kill: bool = False) -> None:
         """End every worker: stdin closed, then reaped (killed at once when `kill`, or when one has not ended within
         STOP_TIMEOUT_S: a step that failed does not wait for pieces no one will read)."""
-        for process in self.processes:
-            if kill:
-                process.kill()
-            if process.stdin is not None:
-                try:
-                    process.stdin.close()
-                except BrokenPipeError:  # a worker that died: a request left unsent in the buffer
-                    pass
-        for process in self.processes:
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(self.processes, STOP_TIMEOUT_S, kill=kill)
         for reader in self.readers:
             reader.join()  # at its pipe's end: the worker is gone
         for process in self.processes:
@@ -194,14 +180,9 @@ class _NotInstalled:
 
 
 def main() -> None:
-    """Serve on stdin and the stdout pipe; anything else written to stdout goes to stderr."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches ingest's process too, which ends this one
+    """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), with NOT_NEEDED kept out."""
     sys.meta_path.insert(0, _NotInstalled)
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.stdin.buffer, replies)
-    sys.stderr.flush()
-    os._exit(0)  # every reply is flushed; the interpreter's tear-down would only free what the OS frees
+    serve_pipes(serve)
 
 
 if __name__ == "__main__":

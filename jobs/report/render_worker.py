@@ -10,16 +10,14 @@ SourceError (its traceback goes to stderr). It ends when its stdin closes.
 
 from __future__ import annotations
 
-import os
 import pickle
-import signal
-import sys
 import traceback
 from pathlib import Path
 from typing import IO, Any
 
 from deltalake.exceptions import TableNotFoundError
 
+from jobs.io.worker_process import serve_pipes
 from jobs.report.reader import Filters
 from jobs.report.regroup import Regrouped
 from jobs.report.write import render_batch
@@ -60,14 +58,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    """Serve on stdin and the stdout pipe; anything else written to stdout goes to stderr."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the report's process too, which ends this one
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.stdin.buffer, replies)
-    # Ended without the interpreter's tear-down (freeing pyarrow's modules); every reply is flushed.
-    sys.stderr.flush()
-    os._exit(0)
+    """Serve on the pipes (`jobs.io.worker_process.serve_pipes`)."""
+    serve_pipes(serve)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ exactly what an in-process batch reads. A worker's failure is one line: its erro
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import selectors
@@ -26,6 +25,7 @@ from typing import IO, Any
 
 from deltalake.exceptions import TableNotFoundError
 
+from jobs.io.worker_process import stop
 from jobs.report.reader import Read
 from jobs.report.regroup import Regrouped
 from planner.errors import SourceError
@@ -109,17 +109,8 @@ class RenderWorkers:
 
     def close(self, *, kill: bool = False) -> None:
         """End every worker: its stdin closes and it exits (killed at once when `kill`, or after STOP_TIMEOUT_S)."""
+        stop(self.processes, STOP_TIMEOUT_S, kill=kill)
         for process in self.processes:
-            if kill:
-                process.kill()
-            with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
-                _pipe(process.stdin).close()
-        for process in self.processes:
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
             _pipe(process.stdout).close()
 
 
