@@ -18,6 +18,7 @@ import io
 import json
 import math
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -84,7 +85,7 @@ def read_json_documents(data: bytes, source: str) -> list[Document]:
     except InputError:
         if not _line_shaped(io.BytesIO(data)):
             raise
-    return list(_documents_of_lines(io.BytesIO(data), source))
+    return list(documents_of_lines(io.BytesIO(data), source))
 
 
 def json_lines_of(stream: BinaryIO, source: str) -> Iterator[Document] | None:
@@ -97,7 +98,7 @@ def json_lines_of(stream: BinaryIO, source: str) -> Iterator[Document] | None:
     """
     if not (_line_shaped(stream) and _first_value_ends_on_its_line(stream)):
         return None
-    return _documents_of_lines(stream, source)
+    return documents_of_lines(stream, source)
 
 
 def read_groups(data: bytes, source: str) -> list[Any]:
@@ -214,43 +215,41 @@ def _lines(
 
 
 def _line_shaped(stream: BinaryIO) -> bool:
-    """JSON lines: two or more non-blank lines, each starting with `{`.
+    """JSON lines: two or more non-blank lines, each starting with `{` (`_line_starts`)."""
+    return _line_starts(stream, sys.maxsize) is not None
 
-    A pretty-printed object never has that shape (its inner lines start with a key or a bracket), so it keeps its
-    whole-input error.
-    """
-    count = 0
-    for _, _, line in _lines(stream):
-        if not _opens_object(line):
-            return False
+
+def _line_starts(stream: BinaryIO, size: int) -> list[tuple[int, int]] | None:
+    """(line number, byte offset) of the first line and of each line starting `size` bytes or more after the last
+    one listed, for an input shaped as JSON lines (two or more non-blank lines, each starting with `{`); None for
+    any other. A pretty-printed object never has that shape (its inner lines start with a key or a bracket), so it
+    keeps its whole-input error."""
+    starts, count = [(1, 0)], 0
+    for number, offset, line in _lines(stream):
+        if not line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{"):
+            return None
+        if offset - starts[-1][1] >= size:
+            starts.append((number, offset))
         count += 1
-    return count >= 2
-
-
-def _opens_object(line: bytes) -> bool:
-    return line.removeprefix(_BOM).lstrip(b" \t\r").startswith(b"{")
+    return starts if count >= 2 else None
 
 
 def json_lines_pieces(stream: BinaryIO, size: int) -> list[tuple[int, int, int]] | None:
     """An input that can only be JSON lines (as `json_lines_of` decides) cut at line starts into pieces of about
     `size` bytes, each (first line number, start byte, end byte), for `documents_of_lines` to read apart; None
     when it might be one value. One pass over the lines, holding one at a time."""
-    cuts, count = [(1, 0)], 0
-    for number, offset, line in _lines(stream):
-        if offset - cuts[-1][1] >= size:
-            cuts.append((number, offset))
-        if not _opens_object(line):
-            return None
-        count += 1
-    if count < 2 or not _first_value_ends_on_its_line(stream):
+    starts = _line_starts(stream, size)
+    if starts is None or not _first_value_ends_on_its_line(stream):
         return None
     stream.seek(0, io.SEEK_END)
-    ends = [start for _, start in cuts[1:]] + [stream.tell()]
-    return [(number, start, end) for (number, start), end in zip(cuts, ends, strict=True)]
+    ends = [start for _, start in starts[1:]] + [stream.tell()]
+    return [(number, start, end) for (number, start), end in zip(starts, ends, strict=True)]
 
 
-def documents_of_lines(stream: BinaryIO, source: str, start: int, end: int, first: int) -> Iterator[Document]:
-    """The documents of a JSON-lines input's piece (`json_lines_pieces`), read as `json_lines_of` reads them."""
+def documents_of_lines(
+    stream: BinaryIO, source: str, start: int = 0, end: int | None = None, first: int = 1
+) -> Iterator[Document]:
+    """The documents of a JSON-lines input, or of its piece (`json_lines_pieces`), parsed one line at a time."""
     return (_read_line(line, number, offset, source) for number, offset, line in _lines(stream, start, end, first))
 
 
@@ -269,10 +268,6 @@ def _first_value_ends_on_its_line(stream: BinaryIO) -> bool:
     except InputError:
         return False
     return True
-
-
-def _documents_of_lines(stream: BinaryIO, source: str) -> Iterator[Document]:
-    return (_read_line(line, number, offset, source) for number, offset, line in _lines(stream))
 
 
 def _read_line(line: bytes, number: int, offset: int, source: str) -> Document:

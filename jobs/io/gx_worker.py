@@ -13,13 +13,12 @@ from __future__ import annotations
 import gc
 import importlib.util
 import pickle
-import subprocess
 import sys
 import traceback
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from jobs.io.worker_process import serve_pipes, stop
+from jobs.io.worker_process import serve_pipes, start, stop
 from planner.errors import SourceError
 
 if TYPE_CHECKING:
@@ -39,10 +38,7 @@ class GxWorker:
     """A started worker process (it imports GX at once); `validate` waits for that import on first use."""
 
     def __init__(self) -> None:
-        # stderr is this process's own: GX's warnings and a failure's traceback reach the same terminal or task log.
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobs.io.gx_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        self.process = start("jobs.io.gx_worker")  # GX's warnings reach this process's stderr too
 
     def validate(
         self, frame: pd.DataFrame, suite: Mapping[str, Any], result_format: Mapping[str, Any]

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from jobs.io.snapshot_pieces import Piece, PieceRows, read_piece
-from jobs.io.worker_process import serve_pipes, stop
+from jobs.io.worker_process import reap, serve_pipes, start, stop
 from planner.errors import SourceError
 from schemas.rules import Limits
 
@@ -49,9 +49,7 @@ class IngestWorkers:
         self.readers: list[threading.Thread] = []
         try:
             for _ in range(count):
-                # stderr is this process's own: a failure's traceback reaches the same terminal or task log.
-                command = [sys.executable, "-m", "jobs.io.ingest_worker"]
-                self.processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+                self.processes.append(start("jobs.io.ingest_worker"))
         except OSError as e:  # no process left behind: those started are ended
             self.close(kill=True)
             raise SourceError(f"ingest's worker processes could not start: {e.strerror or e}") from None
@@ -122,12 +120,7 @@ class IngestWorkers:
 
     def _ended(self, worker: int) -> SourceError:
         """The error of a worker that ended; one whose pipe ended but is still running is killed first."""
-        process = self.processes[worker]
-        try:
-            code = process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            code = process.wait()
+        code = reap(self.processes[worker], STOP_TIMEOUT_S)
         return SourceError(f"ingest's worker process {worker + 1} of {len(self.processes)} ended (exit code {code})")
 
     def close(self, kill: bool = False) -> None:

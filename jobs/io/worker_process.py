@@ -13,6 +13,17 @@ from collections.abc import Callable, Sequence
 from typing import IO, NoReturn
 
 
+def start(module: str) -> subprocess.Popen[bytes]:
+    """Start `python -m module` with pipes to its stdin and stdout; its stderr is this process's own, so a failure's
+    traceback reaches the same terminal or task log."""
+    return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+
+def cores() -> int:
+    """The cores this process may run on: one worker each."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def serve_pipes(serve: Callable[[IO[bytes], IO[bytes]], None]) -> NoReturn:
     """Run a worker's `serve` on its stdin and a private copy of its stdout (anything else written to stdout, by a
     library below it, goes to stderr), then end without the interpreter's tear-down: every reply is flushed, and
@@ -36,8 +47,13 @@ def stop(processes: Sequence[subprocess.Popen[bytes]], timeout: float, *, kill: 
             with contextlib.suppress(BrokenPipeError):  # a worker that died: a request left unsent in the buffer
                 process.stdin.close()
     for process in processes:
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        reap(process, timeout)
+
+
+def reap(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """Wait for a worker to end, killing it if it has not within `timeout` seconds; its exit code."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()

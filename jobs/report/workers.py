@@ -12,11 +12,9 @@ exactly what an in-process batch reads. A worker's failure is one line: its erro
 
 from __future__ import annotations
 
-import os
 import pickle
 import selectors
 import subprocess
-import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +23,7 @@ from typing import IO, Any
 
 from deltalake.exceptions import TableNotFoundError
 
-from jobs.io.worker_process import stop
+from jobs.io.worker_process import cores, reap, start, stop
 from jobs.report.reader import Read
 from jobs.report.regroup import Regrouped
 from planner.errors import SourceError
@@ -45,22 +43,14 @@ def worker_count(asked: int | None, batches: int) -> int:
     from WORKERS_FROM batches on, else none (1: the batches are rendered in this process)."""
     if asked is None and batches < WORKERS_FROM:
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(asked if asked is not None else min(cores, WORKERS_MAX), batches)
+    return min(asked if asked is not None else min(cores(), WORKERS_MAX), batches)
 
 
 class RenderWorkers:
     """`count` started worker processes; a context manager that stops them on leaving (killed after a failure)."""
 
     def __init__(self, count: int) -> None:
-        # stderr is this process's own: a worker's traceback reaches the same terminal or task log.
-        self.processes: list[subprocess.Popen[bytes]] = []
-        for _ in range(count):
-            self.processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "jobs.report.render_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-                )
-            )
+        self.processes = [start("jobs.report.render_worker") for _ in range(count)]
 
     def __enter__(self) -> RenderWorkers:
         return self
@@ -140,12 +130,7 @@ def _receive(process: subprocess.Popen[bytes]) -> tuple[Any, ...]:
 
 def _ended(process: subprocess.Popen[bytes]) -> SourceError:
     """The one-line error of a worker that ended mid-report (killed, out of memory, crashed)."""
-    try:
-        code = process.wait(STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:  # it closed its pipes but lingers
-        process.kill()
-        code = process.wait()
-    return SourceError(f"report worker process {process.pid} ended (exit code {code})")
+    return SourceError(f"report worker process {process.pid} ended (exit code {reap(process, STOP_TIMEOUT_S)})")
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:

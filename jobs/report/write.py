@@ -116,12 +116,13 @@ def _generation_pages(
     own files of the per-partition tables (`regroup`), by worker processes when there are two or more to run, this
     process meanwhile taking `meanwhile`'s steps. `split`: the batches' plan rows at most, the workers asked for."""
     batch_rows, workers = split
-    chunks = list(batches(read, pairs, batch_rows))
+    size = plan_rows(read, pairs)
+    chunks = list(batches_of(pairs, size, batch_rows))
     if len(chunks) <= 1:
         return render_batch(read, chunks[0], out) if chunks else {}
     count = worker_count(workers, len(chunks))
     if count > 1:
-        chunks = list(batches(read, pairs, batch_rows, parts=count * BATCHES_PER_WORKER))
+        chunks = list(batches_of(pairs, size, batch_rows, parts=count * BATCHES_PER_WORKER))
     found = {(g["group_id"], g["generation_id"]): g for generations in past.values() for g in generations}
     with (
         tempfile.TemporaryDirectory(prefix="rebalance-report-") as tmp,
@@ -179,21 +180,33 @@ def _pages(
 def batches(
     read: Read, pairs: list[tuple[str, int]], batch_rows: int = BATCH_PLAN_ROWS, parts: int = 1
 ) -> Iterator[list[tuple[str, int]]]:
-    """`pairs` (group, generation) in order, in batches of about `batch_rows` plan rows, or of 1/`parts` of all
-    their plan rows when that is fewer (a larger pair alone)."""
+    """`pairs` (group, generation) in order, in batches of about `batch_rows` plan rows (`batches_of`)."""
+    return batches_of(pairs, plan_rows(read, pairs), batch_rows, parts)
+
+
+def plan_rows(read: Read, pairs: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Each (group, generation)'s plan rows, as plan_metrics counts them (partitions x candidates)."""
     lookup = [("group_id", "in", sorted({g for g, _ in pairs}))]
     size: dict[tuple[str, int], int] = defaultdict(int)
     for m in rows(read, "plan_metrics", lookup, ("group_id", "generation_id", "partitions")):
         size[(m["group_id"], m["generation_id"])] += m.get("partitions") or 0
-    limit = min(batch_rows, -(-sum(size[pair] for pair in pairs) // parts))
+    return size
+
+
+def batches_of(
+    pairs: list[tuple[str, int]], size: Mapping[tuple[str, int], int], batch_rows: int, parts: int = 1
+) -> Iterator[list[tuple[str, int]]]:
+    """`pairs` in order, in batches of about `batch_rows` plan rows (`size`), or of 1/`parts` of all their plan rows
+    when that is fewer (a larger pair alone)."""
+    limit = min(batch_rows, -(-sum(size.get(pair, 0) for pair in pairs) // parts))
     batch: list[tuple[str, int]] = []
     held = 0
     for pair in pairs:
-        if batch and held + size[pair] > limit:
+        if batch and held + size.get(pair, 0) > limit:
             yield batch
             batch, held = [], 0
         batch.append(pair)
-        held += size[pair]
+        held += size.get(pair, 0)
     if batch:
         yield batch
 

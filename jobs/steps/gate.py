@@ -36,9 +36,9 @@ from jobs.io.gx import (
     validate,
 )
 from jobs.io.lake import Lake, rows_table
+from jobs.tables.chosen_plans import chosen_plans as read_chosen_plans
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 from schemas.rows import Generation
-from schemas.tables import PLANS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,23 +63,11 @@ def chosen_frame(generations: Sequence[Generation]) -> pa.Table:
 
 
 def chosen_plans(lake: Lake, chosen: pa.Table) -> pa.Table:
-    """The plan rows of each generation's chosen candidate (PLAN_KEY and member), strings dictionary-encoded (a
-    batch of groups is decoded when checked: `decoded`), in one scan of the run's generations' rows: each batch
-    keeps, by its dictionaries' codes, the rows whose strategy is their generation's chosen one (one read per
-    strategy scanned every file five times, every strategy's strings decoded for the filter: 8.8 s of CPU for
-    10,000 groups, 2.9 s now; held decoded, their 4.9M rows took 358 MB)."""
-    columns = [*PLAN_KEY, "member"]
+    """The plan rows (PLAN_KEY and member) of each generation's chosen candidate (`chosen`: `chosen_frame`'s table),
+    dictionary-encoded (`jobs.tables.chosen_plans`; a batch of groups is decoded when checked: `decoded`)."""
     chosen = chosen.filter(pc.is_valid(chosen.column("strategy")))
-    if not chosen.num_rows:
-        plain = PLANS.schema.empty_table().select(columns).schema
-        encoded = pa.dictionary(pa.int32(), pa.string())
-        return pa.schema([f.with_type(encoded) if pa.types.is_string(f.type) else f for f in plain]).empty_table()
-    ids = sorted(set(chosen.column("generation_id").to_pylist()))
     wanted = {g: (n, s) for n, g, s in zip(*(chosen.column(c).to_pylist() for c in CHOSEN.names), strict=True)}
-    reader = lake.read_batches("plans", [("generation_id", "in", ids)], columns, decode=False)
-    kept = (batch.filter(_chosen_rows(batch, wanted)) for batch in reader)
-    # One dictionary per column for every batch: Arrow's group-by does not unify differing ones.
-    return pa.Table.from_batches([b for b in kept if b.num_rows], reader.schema).unify_dictionaries()
+    return read_chosen_plans(lake, wanted, [*PLAN_KEY, "member"])
 
 
 def decoded(table: pa.Table) -> pa.Table:
@@ -87,21 +75,6 @@ def decoded(table: pa.Table) -> pa.Table:
     return table.cast(
         pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in table.schema])
     )
-
-
-def _chosen_rows(batch: pa.RecordBatch, wanted: Mapping[str, tuple[int, str]]) -> pa.Array:
-    """Which of a batch's plan rows are of their group's generation and chosen strategy in this run (`wanted`: group
-    -> both), compared by codes: each code of the batch's group dictionary gets its chosen generation and the chosen
-    strategy's code in the batch's strategy dictionary (-1: none), then every row is compared with its group's."""
-    groups, strategies = batch.column("group_id"), batch.column("strategy")
-    code_of = {s: i for i, s in enumerate(strategies.dictionary.to_pylist())}
-    choice = [wanted.get(g, (-1, "")) for g in groups.dictionary.to_pylist()]
-    generation_of = np.array([n for n, _ in choice], dtype=np.int64)
-    strategy_of = np.array([code_of.get(s, -1) for _, s in choice], dtype=np.int64)
-    group = groups.indices.to_numpy(zero_copy_only=False)
-    generation = batch.column("generation_id").to_numpy(zero_copy_only=False)
-    strategy = strategies.indices.to_numpy(zero_copy_only=False)
-    return pa.array((generation == generation_of[group]) & (strategy == strategy_of[group]))
 
 
 def plan_check(candidates: pa.Table, members: pa.Table, partitions: pa.Table, chosen: pa.Table) -> pa.Table:

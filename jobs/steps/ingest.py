@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from jobs.io.input_files import listed
 from jobs.io.lake import Lake, rows_table
 from jobs.io.snapshot_pieces import Piece, PieceRows, RawDocument, piece_documents, pieces_of, read_documents
 from jobs.io.snapshot_rows import OffsetColumns, SnapshotColumns, capture_time
+from jobs.io.worker_process import cores
 from planner.errors import InputError
 from planner.gc_pause import gc_paused
 from schemas.rules import Limits, document_errors
@@ -103,7 +103,7 @@ def read_files(
     size = sum(map(_size, files))
     chosen = workers is None
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if size >= MIN_BYTES_FOR_WORKERS else 0
+        workers = cores() if size >= MIN_BYTES_FOR_WORKERS else 0
     snapshot = Snapshot(snapshot_id, run_id, received_at, "file")
     if workers == 0:
         snapshot.take_all(raw for path, within in files for raw in read_documents(path, within))

@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, generate_latest, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily
@@ -24,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from jobs.context import RunContext, StepResult
 from jobs.io.lake import Lake
+from jobs.tables.chosen_plans import chosen_plans
 from planner.load import gini
 from schemas.status import GenerationStatus
 
@@ -183,13 +183,9 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
     """Gini of member loads under each newest generation's chosen plan; members given nothing count as load 0."""
     chosen = {group: row for group, row in newest.items() if row["chosen_strategy"]}
     loads: dict[str, dict[str, float]] = defaultdict(dict)
-    # One read per chosen strategy, of the groups that chose it: a first night holds every group's candidates under
-    # one generation id, and one read of all the chosen strategies held most of them at once (10,000 groups: 1.4 GB).
-    for strategy in sorted({row["chosen_strategy"] for row in chosen.values()}):
-        mine = {group: row["generation_id"] for group, row in chosen.items() if row["chosen_strategy"] == strategy}
-        for row in _member_loads(lake, strategy, mine).to_pylist():
-            if row["member"] is not None:
-                loads[row["group_id"]][row["member"]] = row["weight_sum"]
+    for row in _member_loads(lake, {g: (row["generation_id"], row["chosen_strategy"]) for g, row in chosen.items()}):
+        if row["member"] is not None:
+            loads[row["group_id"]][row["member"]] = row["weight_sum"]
     if not loads:
         return {}
     snapshots = sorted({newest[g]["snapshot_id"] for g in loads} - {None})
@@ -207,32 +203,16 @@ def _member_gini(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, flo
     return {group: gini(np.fromiter(members.values(), dtype=np.float64)) for group, members in loads.items()}
 
 
-def _member_loads(lake: Lake, strategy: str, generations: Mapping[str, int]) -> pa.Table:
-    """Per (group, member), the summed weight of `strategy`'s plan rows of each group's generation in
-    `generations`, in read order."""
-    # Read with strings as dictionaries, and each row's group and generation matched by code: decoding a thousand
-    # groups' candidates of every night to strings took most of the step's time.
-    plans = lake.read_arrow(
-        "plans",
-        [
-            ("strategy", "=", strategy),
-            ("group_id", "in", sorted(generations)),
-            ("generation_id", "in", sorted(set(generations.values()))),
-        ],
-        columns=("group_id", "generation_id", "member", "weight"),
-        decode=False,
-    )
-    plans = plans.unify_dictionaries().combine_chunks()
-    if plans.num_rows:
-        group = plans["group_id"].chunk(0)
-        wanted = [generations.get(name, -1) for name in group.dictionary.to_pylist()]  # per group code
-        generation = np.asarray(wanted, dtype=np.int64)[group.indices.to_numpy(zero_copy_only=False)]
-        plans = plans.filter(pa.array(plans["generation_id"].to_numpy() == generation))
-    plans = plans.select(["group_id", "member", "weight"]).cast(
-        pa.schema([("group_id", pa.string()), ("member", pa.string()), ("weight", pa.float64())])
-    )
+def _member_loads(lake: Lake, chosen: Mapping[str, tuple[int, str]]) -> list[dict[str, Any]]:
+    """Per (group, member), the summed weight (1 when not weighted) of the plan rows of each group's generation and
+    chosen strategy (`chosen`), in read order; read with strings as dictionaries, kept as such (decoding every
+    group's candidates of every night to strings took most of the step's time)."""
+    plans = chosen_plans(lake, chosen, ("group_id", "member", "weight"))
     plans = plans.set_column(plans.schema.get_field_index("weight"), "weight", pc.fill_null(plans["weight"], 1.0))
-    return plans.group_by(["group_id", "member"], use_threads=False).aggregate([("weight", "sum")])
+    summed: list[dict[str, Any]] = (
+        plans.group_by(["group_id", "member"], use_threads=False).aggregate([("weight", "sum")]).to_pylist()
+    )
+    return summed
 
 
 def _lag(lake: Lake, newest: dict[str, dict[str, Any]]) -> dict[str, float]:
