@@ -58,6 +58,9 @@ class PlanSettings:
     lake: pa_fs.FileSystem  # the lake's file system (local or S3), rooted at the lake
     tables: tuple[str, ...]  # the tables whose directories (`<lake>/<table>`) the tasks write Parquet files into
     topic_ids: Mapping[str, str] = dataclasses.field(default_factory=dict)  # topic -> Kafka topic id, when known
+    # group -> (its generation id in this run, its previous snapshot id or None): shipped with the kernel rather
+    # than joined to every row, a join whose planning a cold driver JVM pays in seconds
+    generations: Mapping[str, tuple[int, str | None]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,20 +145,19 @@ def build_groups(rows: pa.Table | None, settings: PlanSettings) -> Iterator[Grou
     measured_at = dict(zip(measured_ids, zip(starts.tolist(), ends.tolist(), strict=True), strict=True))
     batch = GroupBatch(members, settings.counts)
     del members
-    with_previous = pc.is_valid(batch.rows.column("previous_snapshot")).to_numpy(zero_copy_only=False)
-    generations = batch.rows.column("generation_id")
     for g in range(batch.groups):
-        group_id, first, last = batch.group_id(g), int(batch.starts[g]), int(batch.ends[g])
+        group_id = batch.group_id(g)
+        generation_id, previous = settings.generations[group_id]
         spec = batch.spec(g, settings.topic_ids)
         start, end = measured_at.get(group_id, (0, 0))
         loads = choose(
             settings.load_source,
             measured_loads(measured.slice(start, end - start), spec),
             spec.num_partitions,
-            has_previous=bool(with_previous[first:last].any()),
+            has_previous=previous is not None,
         )
         spec = dataclasses.replace(spec, partition_loads=frozen(loads.values))
-        yield Group(group_id, generations[first].as_py(), spec, batch.current(g), loads)
+        yield Group(group_id, generation_id, spec, batch.current(g), loads)
 
 
 def measured_loads(rows: pa.Table, spec: GroupSpec) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -34,7 +34,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
-from jobs.io.spark import is_connect, local_frame, session_conf
+from jobs.io.spark import is_connect, session_conf
 from jobs.io.spark_tasks import describe, job_group, task_split
 from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
@@ -57,9 +57,6 @@ MEMBER_COLUMNS = (
     "rack",
 )
 
-GENERATION_IDS = pa.schema(
-    [("group_id", pa.string()), ("generation_id", pa.int64()), ("previous_snapshot", pa.string())]
-)
 # A load measurement's columns beyond the group (`jobs.tables.plan_loads.COLUMNS`), as Spark types them.
 MEASUREMENT_COLUMNS = (("topic", "string"), ("partition", "int"), ("source", "string"), ("value", "double"))
 WRITTEN = (PLANS, PLAN_DIFFS, PARTITION_LOADS)  # the tables whose files the kernel's tasks write
@@ -142,12 +139,14 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
         "weighted_topics": sorted(set(skewed.to_pylist())),
     }
     ids = allocate_generations(lake, groups, run_id, run_id, ctx.trigger, parameters, created_at or datetime.now(UTC))
-    settings = PlanSettings(strategies, counts, mode, lake.fs, tuple(t.name for t in WRITTEN), topic_ids)
     previous = previous_snapshots(lake, run_id, groups)
+    before = dict(zip(*(previous.column(c).to_pylist() for c in ("group_id", "previous_snapshot")), strict=True))
+    generations = {g: (n, before.get(g)) for g, n in ids.items()}
+    settings = PlanSettings(strategies, counts, mode, lake.fs, tuple(t.name for t in WRITTEN), topic_ids, generations)
     loads = measurements(
         spark, lake, run_id, snapshot, previous, ended=any(r["end_offset"] is not None for r in topic_rows)
     )
-    rows = kernel_input(spark, snapshot, loads, ids, previous)
+    rows = kernel_input(snapshot, loads)
     with tasks_writing(lake):
         if plans_here(spark, len(ids), sum(counts.values())):
             batches = rows.toArrow().to_batches()
@@ -223,19 +222,12 @@ def _strerror(code: int) -> str:
     return f"{os.strerror(code)} ({errno.errorcode.get(code, code)})"
 
 
-def kernel_input(
-    spark: SparkSession, snapshot: DataFrame, loads: DataFrame | None, ids: Mapping[str, int], previous: pa.Table
-) -> DataFrame:
-    """The kernel's rows: each group's members, with its generation id and previous snapshot (`previous`:
-    `previous_snapshots`' table), and its load measurements (`loads`, None when there are none)."""
-    before = dict(zip(*(previous.column(c).to_pylist() for c in ("group_id", "previous_snapshot")), strict=True))
-    # A broadcast join, not a literal map: Spark looks a map key up by scanning its entries, per row.
-    generation_of = F.broadcast(local_frame(spark, [(g, n, before.get(g)) for g, n in ids.items()], GENERATION_IDS))
-    members = snapshot.select(*MEMBER_COLUMNS).join(generation_of, "group_id")
+def kernel_input(snapshot: DataFrame, loads: DataFrame | None) -> DataFrame:
+    """The kernel's rows: each group's members and its load measurements (`loads`, None when there are none)."""
+    members = snapshot.select(*MEMBER_COLUMNS)
     if loads is None:  # the kernel reads a measurement's columns on every row: null on a member's
         return members.select("*", *(F.lit(None).cast(kind).alias(name) for name, kind in MEASUREMENT_COLUMNS))
-    measured = loads.join(generation_of.drop("previous_snapshot"), "group_id")
-    return members.unionByName(measured, allowMissingColumns=True)
+    return members.unionByName(loads, allowMissingColumns=True)
 
 
 def record_choices(lake: Lake, ids: Mapping[str, int], candidates: pa.Table) -> None:

@@ -126,17 +126,15 @@ def test_the_kernels_diff_rows_are_the_planners_member_diffs_of_its_plan_rows(do
     assert sorted(diffs.table().to_pylist(), key=lambda r: r["member"]) == expected
 
 
-def kernel_rows(doc: dict, generation: int, lag: list[float]) -> pa.Table:
+def kernel_rows(doc: dict, lag: list[float]) -> pa.Table:
     """A group's rows as the plan step hands them to its kernel: members, then a lag measurement per value of
     `lag` (partitions 0, 1, ... of its first topic)."""
     members = member_table(doc).select(MEMBER_COLUMNS)
     n, topic = members.num_rows, sorted(doc["topics"])[0]
-    members = members.append_column("generation_id", pa.array([generation] * n, pa.int64()))
-    members = members.append_column("previous_snapshot", pa.array(["s0"] * n, pa.string()))
     for name, kind in (("topic", pa.string()), ("partition", pa.int32()), ("source", pa.string())):
         members = members.append_column(name, pa.nulls(n, kind))
     members = members.append_column("value", pa.nulls(n, pa.float64()))
-    loads = {"group_id": [doc["group_id"]] * len(lag), "generation_id": [generation] * len(lag)}
+    loads = {"group_id": [doc["group_id"]] * len(lag)}
     loads |= {"topic": [topic] * len(lag), "partition": list(range(len(lag))), "source": ["lag"] * len(lag)}
     measured = pa.table(loads | {"value": lag}).cast(members.select(list(loads) + ["value"]).schema)
     return pa.concat_tables([members, measured], promote_options="default")
@@ -147,10 +145,11 @@ def kernel_rows(doc: dict, generation: int, lag: list[float]) -> pa.Table:
 def test_a_tasks_groups_are_each_built_as_the_group_alone_in_group_id_order(docs, random):
     topics = docs[0]["topics"]  # a snapshot's partition counts are the same for all its groups
     docs = [doc | {"group_id": f"g{i}", "topics": topics} for i, doc in enumerate(docs)]
-    rows = pa.concat_tables([kernel_rows(d, i + 1, [2.0 * i + 1]) for i, d in enumerate(docs)])
+    rows = pa.concat_tables([kernel_rows(d, [2.0 * i + 1]) for i, d in enumerate(docs)])
     order = list(range(rows.num_rows))
     random.shuffle(order)  # a task's rows arrive in any order
-    plan_settings = PlanSettings(("range",), topics, "lag", fs.LocalFileSystem(), ())
+    generations = {d["group_id"]: (i + 1, "s0" if i % 2 else None) for i, d in enumerate(docs)}
+    plan_settings = PlanSettings(("range",), topics, "lag", fs.LocalFileSystem(), (), generations=generations)
     built = list(build_groups(task_rows(rows.take(pa.array(order)).to_batches(max_chunksize=3)), plan_settings))
     assert [g.group_id for g in built] == [d["group_id"] for d in docs]
     for group, doc in zip(built, docs, strict=True):
@@ -162,11 +161,24 @@ def test_a_tasks_groups_are_each_built_as_the_group_alone_in_group_id_order(docs
         assert [s.tolist() for s in group.spec.subscriptions] == [s.tolist() for s in spec.subscriptions]
         assert np.array_equal(group.current, current)
         i = docs.index(doc)
-        alone = kernel_rows(doc, i + 1, [2.0 * i + 1])
+        alone = kernel_rows(doc, [2.0 * i + 1])
         lag = measured_loads(alone.filter(pc.is_valid(alone.column("source"))), spec)
-        loads = choose("lag", lag, spec.num_partitions, has_previous=True)
+        loads = choose("lag", lag, spec.num_partitions, has_previous=i % 2 == 1)
         assert group.generation_id == i + 1 and group.loads.label == loads.label
         assert group.loads.values.tolist() == loads.values.tolist()
+
+
+def test_a_groups_generation_and_previous_snapshot_come_from_the_settings():
+    doc = {"group_id": "g", "topics": {"t": 2}, "members": [{"member_id": "m", "topics": ["t"]}]}
+    rows = pa.concat_tables([kernel_rows(doc | {"group_id": g}, []) for g in ("a", "b")])
+    generations = {"a": (7, None), "b": (3, "s0")}
+    built = list(
+        build_groups(rows, PlanSettings(("range",), {"t": 2}, "throughput", fs.LocalFileSystem(), (), {}, generations))
+    )
+    assert [(g.group_id, g.generation_id, g.loads.label) for g in built] == [
+        ("a", 7, "uniform (no previous snapshot)"),
+        ("b", 3, "uniform (no end-offset growth since the previous snapshot)"),
+    ]
 
 
 def test_a_task_without_rows_builds_no_group():
