@@ -11,7 +11,6 @@ stdin closes. Pickle is safe here: both ends are this program, on a pair of pipe
 from __future__ import annotations
 
 import gc
-import importlib.util
 import pickle
 import sys
 import traceback
@@ -25,13 +24,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 STOP_TIMEOUT_S = 1.0  # an idle worker exits at once when its stdin closes; one still importing GX is killed
-# Optional integrations of GX (extras, not requirements) that its import loads when they are installed: its Spark
-# and SQL datasources and its S3 stores. The worker runs the pandas engine alone, so it keeps them out, as GX runs
-# where they are not installed (0.5 s of its import).
-NOT_FOR_PANDAS = ("pyspark", "sqlalchemy", "boto3")
-# Imported by GX for its distribution expectations (KL divergence, KS tests), which the plan suite does not use:
-# loaded when first used instead (0.6 s of the import).
-ON_FIRST_USE = ("scipy.stats",)
+# The worker runs GX's pandas engine alone: it keeps all of Spark out of GX's import, beside what any process keeps
+# out (`jobs.io.gx.NOT_NEEDED`).
+NOT_FOR_PANDAS = ("pyspark",)
 
 
 class GxWorker:
@@ -83,34 +78,17 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def import_for_pandas_engine() -> None:
-    """Import GX as its pandas engine needs it: without NOT_FOR_PANDAS, ON_FIRST_USE loaded when first used."""
+    """Import GX as its pandas engine needs it (`jobs.io.gx.import_great_expectations`), without NOT_FOR_PANDAS."""
     from jobs.io.gx import import_great_expectations
 
     for name in NOT_FOR_PANDAS:
         sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
-    for name in ON_FIRST_USE:
-        import_on_first_use(name)
     # GX's import makes 300,000 objects that live as long as this process: with the collector off meanwhile (its
     # passes over them took 0.2 s of CPU) and the objects frozen after, no collection walks them again.
     gc.disable()
     import_great_expectations()
     gc.freeze()
     gc.enable()
-
-
-def import_on_first_use(name: str) -> None:
-    """Make submodule `name` (`package.module`) load when one of its attributes is first read (importlib's
-    LazyLoader), not when it is imported. Set as its package's attribute too: `from package import module` then
-    takes it as it is, where Python 3.11's import machinery would read its `__spec__`, which loads it."""
-    package, _, module_name = name.rpartition(".")
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        return  # not installed: an import of it fails as it would have
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    setattr(sys.modules[package], module_name, module)
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ def test_a_module_imported_on_first_use_loads_when_first_read() -> None:
     code = textwrap.dedent(
         """
         import sys
-        from jobs.io.gx_worker import import_on_first_use
+        from jobs.io.gx import import_on_first_use
 
         import_on_first_use("scipy.stats")
         from scipy import stats
@@ -69,3 +69,30 @@ def test_a_module_imported_on_first_use_loads_when_first_read() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["_LazyModule", "False", "0.5", "module"]
+
+
+def test_great_expectations_imports_without_the_integrations_the_gate_never_uses() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import pyspark.sql  # as in `rebalance run`'s process, where the plan step runs Spark meanwhile
+        import pandas as pd
+        from jobs.io.gx import SUMMARY, import_great_expectations, validate
+        from schemas.quality import PLAN_SUITE
+
+        import_great_expectations()
+        loaded = [m for m in ("sqlalchemy", "boto3", "pyspark.ml", "scipy.stats._stats_py") if m in sys.modules]
+        frame = pd.DataFrame(
+            {
+                "generation_id": [1, 1], "group_id": ["g", "g"], "strategy": ["range", "range"], "topic": ["t", "t"],
+                "partition": [0, 1], "member": ["m", None], "subscribed": [True, True], "expected": [True, True],
+            }
+        )
+        results = {r["expectation"]: r for r in validate(frame, PLAN_SUITE, SUMMARY)}
+        import sqlalchemy, pyspark.ml  # code other than GX imports them as usual
+        print(loaded, results["expect_column_values_to_not_be_null(member)"]["unexpected_count"])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "1"]
