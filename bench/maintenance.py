@@ -17,9 +17,10 @@ a hundred files each), so only the first two nights run the steps:
   (`Lake.update`), migration (`Lake.merge` into migration_readiness), publish (`Lake.update` of the status and
   gate summary) and its settling (`Lake.update`: the previous generations superseded).
 Skew has nothing to do (the files carry no key samples); report, review and signals write nothing into the
-tables. Night i is dated N - i days before today: generations' `created_at`, ingest's `received_at`, and the
-modification time of every file written that night, so the log retention (30 days, which delta-rs applies to log
-files' modification times, also after every commit) sees a year of log.
+tables. Night i is dated N - i days before today: its snapshot files' capture times (a copy of the demo's files,
+`dated_files`), generations' `created_at`, ingest's `received_at`, and the modification time of every file written
+that night, so the log retention (30 days, which delta-rs applies to log files' modification times, also after
+every commit) sees a year of log.
 
 Then it prints the files of the tables (data and log), the lake's size, the data files a reader opens, and the wall
 time of an `assignment_history` query (Spark SQL over `jobs.cli.history`'s view; best of 3 after a warm-up):
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -199,14 +201,33 @@ def time_query(spark: Any, lake: Lake) -> tuple[float, int]:
     return min(times), sum(r["assignments"] for r in rows)
 
 
+CAPTURED_ON = re.compile(rb'("captured_at"\s*:\s*")\d{4}-\d{2}-\d{2}T')
+
+
+def dated_files(directory: Path, at: datetime) -> Path:
+    """The demo's snapshot files as captured on `at`'s day (their times of day kept), in `directory`: a night's
+    ingest refuses a snapshot captured after it was received. The bytes are edited, not the JSON, so the truncated
+    file stays as truncated."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    day = at.strftime("%Y-%m-%d").encode()
+    for source in sorted(DEMO.iterdir()):
+        (directory / source.name).write_bytes(CAPTURED_ON.sub(rb"\g<1>" + day + b"T", source.read_bytes()))
+    return directory
+
+
 def build(lake: Lake, nights: int, spark: Any) -> str:
     """Write the year of nights (see the docstring); returns how long each kind of night took."""
-    config = Config(lake=str(lake.root), snapshots=str(DEMO))
     today = datetime.now(UTC).replace(hour=2, minute=0, second=0, microsecond=0)
     dates = [today - timedelta(days=nights - i) for i in range(1, nights + 1)]
+    files = lake.local.parent / "snapshots" if lake.local is not None else Path(tempfile.mkdtemp())
+
+    def config(i: int) -> Config:
+        return Config(lake=str(lake.root), snapshots=str(dated_files(files, dates[i])))
+
     clock = Clock(lake)
     start = time.perf_counter()
-    pipeline.run(config, "night-0001", trigger="scheduled", spark=spark)
+    pipeline.run(config(0), "night-0001", trigger="scheduled", spark=spark)
     first = lake.read_arrow("generations").to_pylist()
     lake.update(
         "generations", rows_table("generations", [{**g, "created_at": dates[0]} for g in first]), ["created_at"]
@@ -217,7 +238,7 @@ def build(lake: Lake, nights: int, spark: Any) -> str:
         return f"night 1 a real pipeline run ({real:.1f} s)"
     start = time.perf_counter()
     one = Night(lake, "night-0001")
-    ctx = RunContext.create(config, "night-0002", trigger="scheduled")
+    ctx = RunContext.create(config(1), "night-0002", trigger="scheduled")
     groups = sorted(ingest.run(ctx, received_at=dates[1]).groups)
     verify.run(ctx, verified_at=dates[1])
     before = spark_steps(lake, one, ctx.run_id, groups, dates[1])
@@ -230,7 +251,8 @@ def build(lake: Lake, nights: int, spark: Any) -> str:
     start = time.perf_counter()
     for i in range(2, nights):
         run_id = f"night-{i + 1:04d}"
-        groups = sorted(ingest.run(RunContext.create(config, run_id, trigger="scheduled"), received_at=dates[i]).groups)
+        night = RunContext.create(config(i), run_id, trigger="scheduled")
+        groups = sorted(ingest.run(night, received_at=dates[i]).groups)
         ids = spark_steps(lake, template, run_id, groups, dates[i])
         python_steps(lake, template, run_id, ids, before, dates[i])
         before = ids
