@@ -12,6 +12,7 @@ dictionary it was given per file, which for a scan's would hold every batch's co
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,8 @@ REGROUPED = {
     "snapshots": SNAPSHOT_KEYS,
     "partition_offsets": SNAPSHOT_KEYS,
 }
-"""The tables regrouped, each with the keys a batch looks it up by (the group first)."""
+"""The tables regrouped, each with the keys a batch looks it up by (the group first); the largest first."""
+THREADS = 2  # tables regrouped at once: the plans (most of the rows) on one thread, the others in turn on another
 
 
 class Regrouped:
@@ -56,30 +58,34 @@ class Regrouped:
 
 def regroup(scan: Scan, batches: Sequence[Rows], directory: Path) -> Regrouped:
     """Write the REGROUPED tables' rows of each batch (its `generations` rows) to the batch's file in `directory`; a
-    table the lake lacks is left out (each batch's lookup finds it missing)."""
+    table the lake lacks is left out (each batch's lookup finds it missing). The tables are regrouped side by side
+    on THREADS threads: Arrow decodes, splits and encodes with the GIL released."""
     owners = _Owners(batches)
-    schemas = {}
-    for name, keys in REGROUPED.items():
-        try:
-            reader = scan(name, lookup_terms([g for batch in batches for g in batch], keys))
-        except TableNotFoundError:
-            continue
-        (directory / name).mkdir()
-        plain = pa.schema(
-            [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in reader.schema]
-        )
-        writers: dict[int, pq.ParquetWriter] = {}
-        try:
-            for data in reader:
-                for number, rows in owners.split(data.cast(plain)):
-                    if number not in writers:
-                        writers[number] = pq.ParquetWriter(directory / name / f"{number}.parquet", plain)
-                    writers[number].write_batch(rows)
-        finally:
-            for writer in writers.values():
-                writer.close()
-        schemas[name] = reader.schema
-    return Regrouped(directory, schemas)
+    terms = {name: lookup_terms([g for batch in batches for g in batch], keys) for name, keys in REGROUPED.items()}
+    with ThreadPoolExecutor(THREADS, thread_name_prefix="regroup") as pool:
+        found = list(pool.map(lambda name: _regroup_table(scan, name, terms[name], owners, directory), REGROUPED))
+    return Regrouped(directory, {name: schema for name, schema in zip(REGROUPED, found, strict=True) if schema})
+
+
+def _regroup_table(scan: Scan, name: str, terms: Filters, owners: _Owners, directory: Path) -> pa.Schema | None:
+    """Regroup table `name` (see `regroup`); its schema as scanned, None when the lake lacks it."""
+    try:
+        reader = scan(name, terms)
+    except TableNotFoundError:
+        return None
+    (directory / name).mkdir()
+    plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in reader.schema])
+    writers: dict[int, pq.ParquetWriter] = {}
+    try:
+        for data in reader:
+            for number, rows in owners.split(data.cast(plain)):
+                if number not in writers:
+                    writers[number] = pq.ParquetWriter(directory / name / f"{number}.parquet", plain)
+                writers[number].write_batch(rows)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return reader.schema
 
 
 class _Owners:
