@@ -93,8 +93,8 @@ def projected(read_arrow: Callable[..., pa.Table]) -> Read:
 def streamed(read_batches: Callable[..., pa.RecordBatchReader]) -> Scan:
     """A `scan` from `Lake.read_batches` with `projected`'s columns and types."""
 
-    def scan(name: str, filters: Filters = None) -> pa.RecordBatchReader:
-        return read_batches(name, filters, READ_COLUMNS.get(name), decode=name != "plans")
+    def scan(name: str, filters: Filters = None, share: tuple[int, int] = (0, 1)) -> pa.RecordBatchReader:
+        return read_batches(name, filters, READ_COLUMNS.get(name), decode=name != "plans", share=share)
 
     return scan
 

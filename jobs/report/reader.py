@@ -11,7 +11,7 @@ rows in memory as the lake applies them in a read.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -20,8 +20,14 @@ import pyarrow.compute as pc
 
 Filters = Sequence[tuple[str, str, Any]] | None
 Read = Callable[[str, Filters], pa.Table]
-Scan = Callable[[str, Filters], pa.RecordBatchReader]
-"""`read`'s rows a record batch at a time (the shape of `Lake.read_batches`)."""
+
+
+class Scan(Protocol):
+    """`read`'s rows a record batch at a time (the shape of `Lake.read_batches`); `share` (k, n): the k-th of n
+    consecutive runs of them, which n scans read in turn."""
+
+    def __call__(self, name: str, filters: Filters = None, share: tuple[int, int] = (0, 1)) -> pa.RecordBatchReader:
+        """The rows of table `name` that `filters` match."""
 
 
 def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
@@ -54,9 +60,11 @@ def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
 def whole(read: Read) -> Scan:
     """A `scan` that reads each table whole with `read`: for a `read` of tables in memory, or a small lake."""
 
-    def scan(name: str, filters: Filters = None) -> pa.RecordBatchReader:
+    def scan(name: str, filters: Filters = None, share: tuple[int, int] = (0, 1)) -> pa.RecordBatchReader:
         found = read(name, filters)
-        return pa.RecordBatchReader.from_batches(found.schema, found.to_batches())
+        batches, (part, parts) = found.to_batches(), share
+        mine = batches[part * len(batches) // parts : (part + 1) * len(batches) // parts]
+        return pa.RecordBatchReader.from_batches(found.schema, mine)
 
     return scan
 

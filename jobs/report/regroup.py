@@ -31,56 +31,73 @@ REGROUPED = {
     "partition_offsets": SNAPSHOT_KEYS,
 }
 """The tables regrouped, each with the keys a batch looks it up by (the group first); the largest first."""
-THREADS = 2  # tables regrouped at once: the plans (most of the rows) on one thread, the others in turn on another
+THREADS = 2  # scans regrouped at once
+SHARES = {"plans": 2}  # a table's scans, each of a run of its files: the plans hold most of the rows
 
 
 class Regrouped:
-    """The regrouped tables: `<directory>/<table>/<batch number>.parquet`, and each table's schema."""
+    """The regrouped tables: `<directory>/<table>/<batch number>.<share>.parquet`, and each table's schema."""
 
     def __init__(self, directory: Path, schemas: dict[str, pa.Schema]) -> None:
         self.directory = directory
         self.schemas = schemas
 
     def read(self, number: int, read: Read) -> Read:
-        """A `read` for batch `number`'s lookups: its own file for a regrouped table, `read` for any other."""
+        """A `read` for batch `number`'s lookups: its own files for a regrouped table (one per share of the
+        table's scan that had rows of it, in share order), `read` for any other."""
 
         def lookup(name: str, filters: Filters = None) -> pa.Table:
             if name not in self.schemas:
                 return read(name, filters)
-            schema, path = self.schemas[name], self.directory / name / f"{number}.parquet"
-            if not path.exists():
+            schema = self.schemas[name]
+            pieces = sorted((self.directory / name).glob(f"{number}.*.parquet"), key=_share)
+            if not pieces:
                 return filtered(schema.empty_table(), filters)
             texts = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-            return filtered(pq.read_table(path, read_dictionary=texts).cast(schema), filters)
+            found = pa.concat_tables(pq.read_table(piece, read_dictionary=texts) for piece in pieces)
+            return filtered(found.cast(schema), filters)
 
         return lookup
 
 
+def _share(piece: Path) -> int:
+    """The share number of a batch's file (`<number>.<share>.parquet`)."""
+    return int(piece.suffixes[0][1:])
+
+
 def regroup(scan: Scan, batches: Sequence[Rows], directory: Path) -> Regrouped:
-    """Write the REGROUPED tables' rows of each batch (its `generations` rows) to the batch's file in `directory`; a
-    table the lake lacks is left out (each batch's lookup finds it missing). The tables are regrouped side by side
-    on THREADS threads: Arrow decodes, splits and encodes with the GIL released."""
+    """Write the REGROUPED tables' rows of each batch (its `generations` rows) to the batch's files in `directory`;
+    a table the lake lacks is left out (each batch's lookup finds it missing). The scans run side by side on THREADS
+    threads (Arrow decodes, splits and encodes with the GIL released), the plans' in SHARES[plans] shares of its
+    files, so that the plans, most of the rows, are not one thread's alone."""
     owners = _Owners(batches)
     terms = {name: lookup_terms([g for batch in batches for g in batch], keys) for name, keys in REGROUPED.items()}
+    for name in REGROUPED:
+        (directory / name).mkdir()
+    scans = [(name, (k, SHARES.get(name, 1))) for name in REGROUPED for k in range(SHARES.get(name, 1))]
     with ThreadPoolExecutor(THREADS, thread_name_prefix="regroup") as pool:
-        found = list(pool.map(lambda name: _regroup_table(scan, name, terms[name], owners, directory), REGROUPED))
-    return Regrouped(directory, {name: schema for name, schema in zip(REGROUPED, found, strict=True) if schema})
+        found = list(pool.map(lambda s: _regroup_share(scan, s[0], terms[s[0]], s[1], owners, directory), scans))
+    schemas = {name: schema for (name, (k, _)), schema in zip(scans, found, strict=True) if k == 0 and schema}
+    return Regrouped(directory, schemas)
 
 
-def _regroup_table(scan: Scan, name: str, terms: Filters, owners: _Owners, directory: Path) -> pa.Schema | None:
-    """Regroup table `name` (see `regroup`); its schema as scanned, None when the lake lacks it."""
+def _regroup_share(
+    scan: Scan, name: str, terms: Filters, share: tuple[int, int], owners: _Owners, directory: Path
+) -> pa.Schema | None:
+    """Regroup a share of table `name`'s scan (see `regroup`); the schema as scanned, None when the lake lacks the
+    table."""
     try:
-        reader = scan(name, terms)
+        reader = scan(name, terms, share)
     except TableNotFoundError:
         return None
-    (directory / name).mkdir()
     plain = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in reader.schema])
     writers: dict[int, pq.ParquetWriter] = {}
     try:
         for data in reader:
             for number, rows in owners.split(data.cast(plain)):
                 if number not in writers:
-                    writers[number] = pq.ParquetWriter(directory / name / f"{number}.parquet", plain)
+                    path = directory / name / f"{number}.{share[0]}.parquet"
+                    writers[number] = pq.ParquetWriter(path, plain)
                 writers[number].write_batch(rows)
     finally:
         for writer in writers.values():

@@ -605,3 +605,13 @@ def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_rea
         pool.render(read, regrouped, chunks, tmp_path, iter(()))
     assert str(ended.value) == f"report worker process {pool.processes[1].pid} ended (exit code -9)"
     assert all(p.poll() is not None for p in pool.processes)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_a_tables_shares_read_in_turn_are_its_rows_in_order(built, parts):
+    lake, _ = built
+    files = len(lake.table("plans").file_uris())
+    whole = lake.read_batches("plans", decode=False).read_all()
+    shares = [lake.read_batches("plans", decode=False, share=(k, parts)).read_all() for k in range(parts)]
+    assert files >= 2 and [s.num_rows > 0 for s in shares].count(True) == min(files, parts)
+    assert pa.concat_tables(shares).to_pylist() == whole.to_pylist()

@@ -76,3 +76,17 @@ def test_a_table_written_group_by_group_reads_the_same(tmp_path: Path) -> None:
     for number, batch in enumerate(BATCHES):
         mine, lakes = regrouped.read(number, read_ordered)("plans", lookup(batch)), read_ordered("plans", lookup(batch))
         assert mine.schema == lakes.schema and mine.to_pylist() == lakes.to_pylist()
+
+
+def test_a_table_scanned_in_shares_reads_the_same(tmp_path: Path) -> None:
+    in_batches = reading(pa.Table.from_batches(PLANS.to_batches(max_chunksize=2)))  # the shares split 4 batches
+    regrouped = regroup(whole(in_batches), BATCHES, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "plans").iterdir()) == [
+        "0.0.parquet",
+        "0.1.parquet",
+        "1.0.parquet",
+        "1.1.parquet",
+    ]
+    for number, batch in enumerate(BATCHES):
+        mine, lakes = regrouped.read(number, in_batches)("plans", lookup(batch)), in_batches("plans", lookup(batch))
+        assert mine.schema == lakes.schema and mine.to_pylist() == lakes.to_pylist()
