@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from jobs.io.not_installed import kept_out
 from planner.errors import SourceError
 from schemas.quality import PLAN_KEY, PLAN_SUITE
 
@@ -52,21 +53,8 @@ def import_great_expectations() -> None:
             return
         for name in ON_FIRST_USE:
             import_on_first_use(name)
-        sys.meta_path.insert(0, _NotInstalled)
-        try:
+        with kept_out(NOT_NEEDED):
             import great_expectations.expectations  # noqa: F401
-        finally:
-            sys.meta_path.remove(_NotInstalled)
-
-
-class _NotInstalled:
-    """An import finder that finds NOT_NEEDED (and their submodules) as Python finds a module that is not
-    installed."""
-
-    @staticmethod
-    def find_spec(name: str, path: object = None, target: object = None) -> None:
-        if any(name == kept or name.startswith(kept + ".") for kept in NOT_NEEDED):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def import_on_first_use(name: str) -> None:

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from jobs.io.not_installed import NotInstalled
 from jobs.io.worker_process import serve_pipes, start, stop
 from planner.errors import SourceError
 
@@ -81,8 +82,7 @@ def import_for_pandas_engine() -> None:
     """Import GX as its pandas engine needs it (`jobs.io.gx.import_great_expectations`), without NOT_FOR_PANDAS."""
     from jobs.io.gx import import_great_expectations
 
-    for name in NOT_FOR_PANDAS:
-        sys.modules[name] = None  # type: ignore[assignment]  # Python's mark of a module that cannot be imported
+    sys.meta_path.insert(0, NotInstalled(NOT_FOR_PANDAS))
     # GX's import makes 300,000 objects that live as long as this process: with the collector off meanwhile (its
     # passes over them took 0.2 s of CPU) and the objects frozen after, no collection walks them again.
     gc.disable()

@@ -24,6 +24,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
 
+from jobs.io.not_installed import NotInstalled
 from jobs.io.snapshot_pieces import Piece, PieceRows, read_piece
 from jobs.io.worker_process import reap, serve_pipes, start, stop
 from planner.errors import SourceError
@@ -162,19 +163,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         pa.default_memory_pool().release_unused()  # the piece's rows are sent: its pages go back, not kept idle
 
 
-class _NotInstalled:
-    """An import finder that finds NOT_NEEDED as Python finds a package that is not installed. (Arrow's compiled
-    import does not honour `sys.modules[name] = None`, Python's usual mark.)"""
-
-    @staticmethod
-    def find_spec(name: str, path: object = None, target: object = None) -> None:
-        if name.partition(".")[0] in NOT_NEEDED:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
 def main() -> None:
     """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), with NOT_NEEDED kept out."""
-    sys.meta_path.insert(0, _NotInstalled)
+    sys.meta_path.insert(0, NotInstalled(NOT_NEEDED))
     serve_pipes(serve)
 
 

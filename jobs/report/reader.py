@@ -58,13 +58,14 @@ def indexed(read: Read, *, read_through: Collection[str] = ()) -> Read:
 
 
 def whole(read: Read) -> Scan:
-    """A `scan` that reads each table whole with `read`: for a `read` of tables in memory, or a small lake."""
+    """A `scan` that reads each table whole with `read`, once: for a `read` of tables in memory, or a small lake.
+    Its first share holds every row, the others none."""
 
     def scan(name: str, filters: Filters = None, share: tuple[int, int] = (0, 1)) -> pa.RecordBatchReader:
+        if share[0]:
+            return pa.RecordBatchReader.from_batches(pa.schema([]), [])
         found = read(name, filters)
-        batches, (part, parts) = found.to_batches(), share
-        mine = batches[part * len(batches) // parts : (part + 1) * len(batches) // parts]
-        return pa.RecordBatchReader.from_batches(found.schema, mine)
+        return pa.RecordBatchReader.from_batches(found.schema, found.to_batches())
 
     return scan
 
