@@ -208,19 +208,26 @@ def create_topic(bootstrap: str) -> None:
 
 
 def member(bootstrap: str, ready: threading.Event, stop: threading.Event, errors: list[BaseException]) -> None:
-    """GROUP's one member (over PLAINTEXT): reads every record, commits once, then stays until `stop`."""
+    """GROUP's one member (over PLAINTEXT): reads every record, commits once, then stays until `stop`.
+
+    kafka-python's leader assigns from the metadata it holds when the group syncs; a round assigned while that
+    metadata lacked the new topic gives the member nothing until a refresh shows the partitions (seen in a full
+    run under load). So the member joins once its metadata holds them, and refreshes every second meanwhile."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(
-        TOPIC,
         bootstrap_servers=[bootstrap],
         group_id=GROUP,
         client_id="secure-reader-0",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        metadata_max_age_ms=1_000,
     )
     read = 0
     try:
+        while not consumer.partitions_for_topic(TOPIC) and not stop.is_set():
+            time.sleep(0.1)
+        consumer.subscribe([TOPIC])
         while not stop.is_set():
             read += sum(len(records) for records in consumer.poll(timeout_ms=200).values())
             if read >= RECORDS and not ready.is_set():
