@@ -36,7 +36,10 @@ def classic_group(kafka_broker: demo_cluster.Broker) -> Iterator[str]:
     from kafka import KafkaConsumer
 
     demo_cluster.create_topics(kafka_broker.bootstrap, {TOPIC: 3})
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=kafka_broker.bootstrap, group_id=GROUP, client_id="k848-c0")
+    # A round assigned from metadata without the new topic leaves the member empty until a refresh: every second.
+    consumer = KafkaConsumer(
+        TOPIC, bootstrap_servers=kafka_broker.bootstrap, group_id=GROUP, client_id="k848-c0", metadata_max_age_ms=1_000
+    )
     deadline = time.monotonic() + 30
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(timeout_ms=200)
