@@ -117,7 +117,7 @@ class SparkSettings:
     @property
     def is_local(self) -> bool:
         """True for an embedded session (`local`, `local[N]`, `local[*]`, `local[N,F]`)."""
-        return not self.remote and (self.master == "local" or self.master.startswith("local["))
+        return not self.remote and is_local_master(self.master)
 
 
 def parse_conf(text: str, source: str = ENV_PREFIX + "CONF") -> tuple[tuple[str, str], ...]:
@@ -201,6 +201,7 @@ def _classic_session(settings: SparkSettings, app_name: str, log: Path | None, d
         options["spark.driver.bindAddress"] = bind
     if python:
         options["spark.pyspark.python"] = python
+    options |= daemon_conf(settings.master, python)
     options |= SQL_CONF | {f"spark.executorEnv.{k}": v for k, v in MALLOC_ENV.items()} | (delta_conf() if delta else {})
     options |= dict(settings.conf)
     if log is not None:
@@ -215,6 +216,18 @@ def _classic_session(settings: SparkSettings, app_name: str, log: Path | None, d
         if not any(Path(f).name == code.name for f in spark.sparkContext.listFiles):
             spark.sparkContext.addPyFile(str(code))
     return spark
+
+
+def daemon_conf(master: str, python: str) -> dict[str, str]:
+    """`jobs.io.spark_daemon` as the Python daemon of a local master whose workers run this environment's
+    interpreter (its pyspark and py4j, with their bytecode, instead of Spark's zips); nothing otherwise."""
+    local = is_local_master(master) and python == sys.executable
+    return {"spark.python.daemon.module": "jobs.io.spark_daemon"} if local else {}
+
+
+def is_local_master(master: str) -> bool:
+    """An embedded master: `local`, `local[N]`, `local[*]`, `local[N,F]`."""
+    return master == "local" or master.startswith("local[")
 
 
 def jvm_log() -> Path | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pyspark
 
 from jobs.io.loopback import LOOPBACK, free_port
-from jobs.io.spark import JVM_OPTIONS, delta_conf
+from jobs.io.spark import JVM_OPTIONS, daemon_conf, delta_conf
 from planner.errors import SourceError
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -224,7 +224,7 @@ def connect_server(
         **(conf or {}),
     }
     if python:
-        settings["spark.pyspark.python"] = python
+        settings |= {"spark.pyspark.python": python, **daemon_conf(master, python)}
     argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", master]
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,32 @@ def test_a_one_group_run_checks_the_lake_without_a_python_task(spark, tmp_path) 
     assert str(unseen.value).endswith(
         "); put the lake on storage they share (s3://bucket/prefix), or run them on this host"
     )
+
+
+@pytest.mark.spark
+def test_local_workers_import_from_the_environment_not_from_sparks_archives(spark) -> None:
+    # Spark puts its zips and its core jar first on the workers' path; read from there, modules compile from source in
+    # every worker and each task re-reads the archives' directories (jobs.io.spark_daemon). The local session's
+    # daemon takes them off: a task's worker has no importer of an archive, and pyspark from this environment.
+    import pyarrow as pa
+
+    assert spark.conf.get("spark.python.daemon.module") == "jobs.io.spark_daemon"
+
+    def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import sys as worker_sys
+        import zipimport
+
+        import pyspark as worker_pyspark
+
+        zips = [
+            entry
+            for entry, finder in worker_sys.path_importer_cache.items()
+            if isinstance(finder, zipimport.zipimporter)
+        ]
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{"pyspark": worker_pyspark.__file__, "zips": zips}])
+
+    rows = spark.range(0, 2, 1, 2).mapInArrow(probe, "pyspark string, zips array<string>").collect()
+    import pyspark
+
+    assert [(r.pyspark, r.zips) for r in rows] == [(pyspark.__file__, [])] * 2
