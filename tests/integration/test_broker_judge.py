@@ -153,7 +153,9 @@ def run_scenario(admin: Any, seed: int, assignor: str, agreement: Agreement) -> 
             counts, _ = topic_ids(admin, [private])
             from kafka.admin import NewPartitions
 
-            admin.create_partitions({private: NewPartitions(counts[private] + rng.randint(1, 3))})
+            grown = counts[private] + rng.randint(1, 3)
+            admin.create_partitions({private: NewPartitions(grown)})
+            wait_for_count(admin, private, grown)
             if not any(private in m.topics for m in group.members.values()):
                 group.heartbeat(rng.choice(sorted(group.members)), topics=[private])
         now = complete_target(admin, group, epoch)
@@ -171,6 +173,17 @@ def run_scenario(admin: Any, seed: int, assignor: str, agreement: Agreement) -> 
             )
         before = targets(now)
     group.leave_all()
+
+
+def wait_for_count(admin: Any, topic: str, count: int, timeout_s: float = 30.0) -> None:
+    """Until the broker's metadata describes `topic` with `count` partitions: CreatePartitions answers before its
+    metadata cache has them, and a target judged complete against the old count would be compared with the
+    planner's of the new one (seen once in a full run under load)."""
+    deadline = time.monotonic() + timeout_s
+    while topic_ids(admin, [topic])[0][topic] != count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} did not reach {count} partitions in the broker's metadata")
+        time.sleep(0.05)
 
 
 def complete_target(admin: Any, group: ProtocolGroup, epoch: int) -> ConsumerGroup:
