@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from classic_join import join_when_known
 
 from jobs.io.kafka_broker import Broker, Listener, broker
 
@@ -208,11 +209,8 @@ def create_topic(bootstrap: str) -> None:
 
 
 def member(bootstrap: str, ready: threading.Event, stop: threading.Event, errors: list[BaseException]) -> None:
-    """GROUP's one member (over PLAINTEXT): reads every record, commits once, then stays until `stop`.
-
-    kafka-python's leader assigns from the metadata it holds when the group syncs; a round assigned while that
-    metadata lacked the new topic gives the member nothing until a refresh shows the partitions (seen in a full
-    run under load). So the member joins once its metadata holds them, and refreshes every second meanwhile."""
+    """GROUP's one member (over PLAINTEXT): reads every record, commits once, then stays until `stop`. It joins as
+    `classic_join` does (a round assigned before its metadata held the new topic gave it nothing in CI)."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(
@@ -221,13 +219,10 @@ def member(bootstrap: str, ready: threading.Event, stop: threading.Event, errors
         client_id="secure-reader-0",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        metadata_max_age_ms=1_000,
     )
     read = 0
     try:
-        while not consumer.partitions_for_topic(TOPIC) and not stop.is_set():
-            time.sleep(0.1)
-        consumer.subscribe([TOPIC])
+        read = join_when_known(consumer, TOPIC)
         while not stop.is_set():
             read += sum(len(records) for records in consumer.poll(timeout_ms=200).values())
             if read >= RECORDS and not ready.is_set():
@@ -279,7 +274,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         thread = threading.Thread(target=member, args=(kafka.bootstrap, ready, stop, errors), daemon=True)
         thread.start()
         try:
-            assert ready.wait(60), f"{GROUP} did not read and commit its records: {errors!r}"
+            assert ready.wait(90), f"{GROUP} did not read and commit its records: {errors!r}"
             wait_until_granted(kafka.listeners["SECURE"], pki.ca)
             yield Secured(kafka, pki)
         finally:

@@ -4,12 +4,12 @@ group.protocol=consumer) pulled with ConsumerGroupDescribe, every field checked 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
 import pytest
+from classic_join import join_when_known
 
 from jobs.demo import cluster as demo_cluster
 from jobs.io import kip848_source
@@ -36,14 +36,8 @@ def classic_group(kafka_broker: demo_cluster.Broker) -> Iterator[str]:
     from kafka import KafkaConsumer
 
     demo_cluster.create_topics(kafka_broker.bootstrap, {TOPIC: 3})
-    # A round assigned from metadata without the new topic leaves the member empty until a refresh: every second.
-    consumer = KafkaConsumer(
-        TOPIC, bootstrap_servers=kafka_broker.bootstrap, group_id=GROUP, client_id="k848-c0", metadata_max_age_ms=1_000
-    )
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(timeout_ms=200)
-    assert consumer.assignment(), "the classic group did not settle"
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, group_id=GROUP, client_id="k848-c0")
+    join_when_known(consumer, TOPIC)
     try:
         yield GROUP
     finally:
