@@ -221,10 +221,11 @@ def connect_server(
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.sql.session.timeZone": "UTC",
         **delta_conf(),
+        **daemon_conf(master, python or ""),
         **(conf or {}),
     }
     if python:
-        settings |= {"spark.pyspark.python": python, **daemon_conf(master, python)}
+        settings["spark.pyspark.python"] = python
     argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--master", master]
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
