@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from threading import Thread
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -323,9 +324,21 @@ def stop_spark(spark: SparkSession) -> None:
     from pyspark import SparkContext
 
     gateway = None if is_connect(spark) else SparkContext._gateway
-    spark.stop()
     if gateway is None:
+        spark.stop()
         return
+    # pyspark's SparkContext.stop shuts its accumulator server down after the JVM's context and waits for the
+    # server's loop, whose handler of the JVM's connection polls once a second (pyspark/accumulators.py
+    # UpdateRequestHandler; the loop itself every 0.5 s): up to a second of nothing in every `rebalance run`. The
+    # server's shutdown starts here instead, on a thread not waited for: the JVM's exit ends its connection, the
+    # handler's EOF then is expected (not reported), and the loop ends.
+    context = spark.sparkContext
+    accumulators = context._accumulatorServer
+    context._accumulatorServer = None  # type: ignore[assignment]
+    if accumulators is not None:
+        accumulators.handle_error = _ended_quietly  # type: ignore[method-assign]
+        Thread(target=accumulators.shutdown, name="accumulators-stop", daemon=True).start()
+    spark.stop()
     gateway.shutdown()
     proc = getattr(gateway, "proc", None)
     if proc is not None and proc.stdin is not None:
@@ -333,6 +346,10 @@ def stop_spark(spark: SparkSession) -> None:
         proc.wait(timeout=60)
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+def _ended_quietly(request: object, client_address: object) -> None:
+    """The accumulator server's handler of a request that failed: the JVM's connection ended with the JVM."""
 
 
 @contextmanager

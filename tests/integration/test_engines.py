@@ -249,6 +249,34 @@ def test_connect_session_has_no_jvm_and_reads_delta_through_the_server(connect, 
 
 
 @pytest.mark.slow
+def test_stopping_a_local_session_ends_its_jvm_and_accumulator_server_quietly(tmp_path: Path) -> None:
+    # A Python task opens the JVM's connection to the driver's accumulator server; stop_spark ends that server on a
+    # thread once the JVM has gone (its handler's EOF is not reported), and a new session starts after it.
+    script = (
+        "import psutil, time\n"
+        "from jobs.io.spark import SparkSettings, get_spark, stop_spark\n"
+        "for _ in range(2):\n"
+        "    spark = get_spark(SparkSettings.from_env())\n"
+        "    server = spark.sparkContext._accumulatorServer\n"
+        "    assert spark.range(4).mapInArrow(lambda batches: batches, 'id long').count() == 4\n"
+        "    jvm = psutil.Process().children()\n"
+        "    stop_spark(spark)\n"
+        "    assert not [p for p in jvm if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]\n"
+        "    deadline = time.monotonic() + 10\n"
+        "    while server.socket.fileno() != -1 and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "    assert server.socket.fileno() == -1, 'the accumulator server still listens'\n"
+        "print('stopped twice')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=local_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == "stopped twice"
+    assert "Exception occurred" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-4000:]
+
+
+@pytest.mark.slow
 def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     command = [sys.executable, "-m", "jobs.io.spark_servers", "connect", "--port", str(port)]
