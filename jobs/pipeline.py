@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from jobs.context import RunContext, StepResult
 
 AFTER_PLAN = ("changes", "migration")  # steps that write onto the generations `plan` allocates
-# The last step that needs Spark is the plan: the Python-only steps after it run once the driver JVM is stopped, the
-# gate after changes and migration, which leave this machine's other core to Great Expectations' import (`run`).
-NIGHTLY = ("ingest", "verify", "skew", "plan", *AFTER_PLAN, "gate", "publish", "report", "review", "signals")
+# The last step that needs Spark is the gate: the Python-only steps after it run once the driver JVM is stopped.
+NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", *AFTER_PLAN, "publish", "report", "review", "signals")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
 MAINTENANCE = ("maintain",)
 
@@ -247,21 +246,18 @@ def run(
     try:
         for name in NIGHTLY:
             started = time.perf_counter()
+            if name == "plan":
+                # The gate's import of Great Expectations (seconds of module loading) starts with the plan step, whose
+                # Spark jobs leave this process's main thread waiting; the gate finds it done instead of starting it.
+                from jobs.steps.gate import import_in_background
+
+                import_in_background()
             results[name] = step(ctx, name, {})
             seconds[name] = time.perf_counter() - started
             if name == "plan":
                 ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back
-                if results[name].rows:
-                    # Great Expectations' import (seconds of module loading) runs in a process of its own while
-                    # changes and migration run here on one core; the gate then validates in it (on a thread here,
-                    # during the plan, it took the cores the kernel's tasks use).
-                    from jobs.io.gx_worker import GxWorker
-
-                    ctx.gx_worker = GxWorker()
             release_memory()  # each step starts from what it needs, not from the peak of the one before
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
-    finally:
-        ctx.stop_gx_worker()
     return PipelineResult(ctx.run_id, results, seconds)

@@ -33,8 +33,8 @@ Validate = Callable[["pd.DataFrame", Mapping[str, Any], Mapping[str, Any]], list
 # Optional integrations of GX (extras, not requirements) that its import loads when they are installed, and that its
 # pandas engine, the gate's, never uses: its SQL data sources, its S3 stores, Spark ML's Bucketizer (histograms on
 # Spark). Kept out of its import as if not installed, as GX runs where they are not (its compatibility modules mark
-# them not imported). Not all of pyspark: a gate run as a step of its own imports GX on a thread while its main thread
-# goes on, whose imports may reach pyspark's modules (the GX worker keeps pyspark out whole).
+# them not imported). Not all of pyspark: in `rebalance run` GX is imported while the plan step's Spark calls may
+# import pyspark's modules on the main thread (the GX worker keeps pyspark out whole).
 NOT_NEEDED = ("sqlalchemy", "boto3", "pyspark.ml")
 # Imported by GX for its distribution expectations (KL divergence, KS tests), which the plan suite does not use:
 # loaded when first used instead.
@@ -43,7 +43,7 @@ _importing = threading.Lock()  # the gate's background import and a validation's
 
 
 def import_great_expectations() -> None:
-    """Import Great Expectations (seconds of module loading: 3.0 -> 1.7 s of CPU) with
+    """Import Great Expectations (seconds of module loading: 3.0 -> 1.7 s of CPU in `rebalance run`'s process) with
     its usage analytics off, NOT_NEEDED kept out of the import and ON_FIRST_USE loaded when first used. A module
     this process loaded already (Airflow's sqlalchemy) is GX's to use, and any later import of NOT_NEEDED loads it
     as usual."""
