@@ -23,7 +23,7 @@ from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
 from jobs.apply.plan_file import Plan, TopicPartition, write_plan
 from jobs.apply.planned_assignor import PlannedAssignor
-from jobs.demo.cluster import DemoClusterError
+from jobs.demo.cluster import DemoClusterError, topics_known
 
 METADATA_WAIT_S = 10.0  # a member waits this long at most for its topics in its metadata before it joins
 
@@ -113,13 +113,9 @@ class PlannedGroup(ThreadedGroup):
             session_timeout_ms=30_000,
             heartbeat_interval_ms=1_000,
         )
-        # kafka-python's leader assigns from the metadata it holds when the group syncs: a round assigned before that
-        # held the topics gives their partitions to no one ("no partition metadata for topic"), and a group left so
-        # stayed Stable without a later round (a full test run, 2026-11-28). The member joins once its own metadata
-        # holds every topic it lists (at most METADATA_WAIT_S: a topic the cluster lacks is joined without).
-        deadline = time.monotonic() + METADATA_WAIT_S
-        while not all(consumer.partitions_for_topic(t) for t in topics) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # Joins with its topics known (a round assigned without them left a group off its plan in a full test run,
+        # 2026-11-28); a topic the cluster lacks is joined without, after METADATA_WAIT_S.
+        topics_known(consumer, topics, METADATA_WAIT_S)
         consumer.subscribe(list(topics), listener=self._listener(client_id))
         member = MemberThread(client_id, consumer, threading.Event())
         member.thread = threading.Thread(target=self._loop, args=(member,), name=f"planned-{client_id}", daemon=True)

@@ -382,6 +382,20 @@ def _client_assignment(assignment: Any) -> frozenset[TopicPartition]:
     return frozenset((tp.topic, tp.partition) for tp in assignment)
 
 
+def topics_known(consumer: Any, topics: Sequence[str], timeout_s: float) -> bool:
+    """Wait (at most `timeout_s`) until a kafka-python consumer's metadata holds every one of `topics`; whether it does.
+
+    kafka-python's group leader assigns from the metadata it holds when the group syncs: a round assigned before that
+    held a topic gives its partitions to no one ("no partition metadata for topic"), and a group left so can stay
+    Stable without another round. A member that subscribes once this holds joins with its topics known."""
+    deadline = time.monotonic() + timeout_s
+    while not all(consumer.partitions_for_topic(t) for t in topics):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 REJOIN_AFTER_S = 10.0  # how long a group may stay Stable without settling before its members are asked to rejoin
 
 

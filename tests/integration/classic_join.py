@@ -3,14 +3,16 @@
 kafka-python's group leader assigns from the metadata it holds when the group syncs; a round assigned while that
 metadata lacked the new topic ("No partition metadata for topic ...") gives the member nothing, and in full runs under
 load the member stayed empty for a minute (CI, 2026-11-27; once again here with metadata refreshed every second). So
-the member subscribes once its metadata holds the topic's partitions, and a round that assigned it nothing is joined
-again by re-subscribing.
+the member subscribes once its metadata holds the topic (`jobs.demo.cluster.topics_known`, as the demo's restarted
+members do), and a round that assigned it nothing is joined again by re-subscribing.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+from jobs.demo.cluster import topics_known
 
 ROUND_S = 10.0  # a round that assigned nothing for this long is joined again
 
@@ -19,10 +21,8 @@ def join_when_known(consumer: Any, topic: str, timeout_s: float = 60.0) -> int:
     """Subscribe `consumer` (created without topics) to `topic` and poll until the group assigns it partitions;
     returns how many records its polls returned meanwhile. Raises AssertionError after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while not consumer.partitions_for_topic(topic):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic} never reached the consumer's metadata")
-        time.sleep(0.1)
+    if not topics_known(consumer, [topic], timeout_s):
+        raise AssertionError(f"{topic} never reached the consumer's metadata")
     records = 0
     while True:
         consumer.subscribe([topic])
