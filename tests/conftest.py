@@ -20,7 +20,7 @@ settings.load_profile("deterministic")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tier markers from the path (tests/unit and the doctests are `unit`, tests/integration is `integration`), and
-    the files that start servers first, so that two workers (`make test` runs `-n 2 --dist loadfile`) end together
+    the files that start servers first, so that the workers (`make test` runs `-n 3 --dist loadfile`) end together
     on short files instead of one waiting on the other's last long one. The order is the same on every run."""
     slow_files = set()
     for item in items:

@@ -313,6 +313,12 @@ DAMAGED_PAIRS = [
     '["t0",1 ]',
     '["t0",01]',
     '["t0",-0]',
+    '["t0",1/]',  # the bytes next to the digits, "/" and ":", at a number's second and eighth byte
+    '["t0",1:]',
+    '["t0",1234567/]',
+    '["t0",1234567:]',
+    '["t0",99999999]',  # eight digits (one word) and nine (digit by digit): out of range
+    '["t0",123456789]',
     '["t0",1e2]',
     '["t0"1]',
     '[ "t0",1]',
