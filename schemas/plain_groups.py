@@ -410,7 +410,7 @@ def _eight_digits(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     word = (_words(raw, starts, "<u8") & low) | (_ZEROS & ~low)  # the bytes past a number read as "0"
     if bool((((word + _PAST_NINE) | (word - _ZEROS)) & _HIGH_BITS).any()):
         raise _NotPlain  # a byte below "0" borrows, one above "9" carries: either sets its high bit
-    v = (word - _ZEROS) << (np.uint64(8) * (np.uint64(8) - lengths.astype(np.uint64)))
+    v: np.ndarray = (word - _ZEROS) << (np.uint64(8) * (np.uint64(8) - lengths.astype(np.uint64)))
     v = v * np.uint64(10) + (v >> np.uint64(8))  # each even byte: two digits
     v = (v & _PAIRS) * np.uint64(100 + (1000000 << 32)) + ((v >> np.uint64(16)) & _PAIRS) * np.uint64(1 + (10000 << 32))
     return (v >> np.uint64(32)).astype(np.int64)
