@@ -394,7 +394,7 @@ def _numbers(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nda
     shortest, longest = int(lengths.min()), int(lengths.max())
     if shortest < 1 or longest > MAX_DIGITS:
         raise _NotPlain
-    value = _eight_digits(raw, starts, lengths) if longest <= 8 else _digit_by_digit(raw, starts, lengths, shortest)
+    value = _eight_digits(raw, starts, lengths) if longest <= 8 else _digit_by_digit(raw, starts, lengths)
     if longest > 1 and bool(((raw[starts] == ord("0")) & (lengths > 1)).any()):
         raise _NotPlain  # 01 is not JSON
     if int(value.max()) > INT32_MAX:
@@ -416,10 +416,11 @@ def _eight_digits(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> n
     return (v >> np.uint64(32)).astype(np.int64)
 
 
-def _digit_by_digit(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray, shortest: int) -> np.ndarray:
+def _digit_by_digit(raw: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Numbers of up to 10 digits, a digit of every number at a time."""
+    shortest, longest = int(lengths.min()), int(lengths.max())
     value = np.zeros(len(starts), dtype=np.int64)
-    for k in range(int(lengths.max())):
+    for k in range(longest):
         if k < shortest:  # every number has this digit
             digit = raw[starts + k] - np.uint8(ord("0"))  # a byte below "0" wraps around to above 9
             value *= 10
