@@ -12,11 +12,14 @@ from jobs.context import RunContext
 from jobs.io.lake import Lake
 from jobs.io.spark import session_conf
 from planner.errors import InputError
+from schemas import TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
 
 # The chosen candidate of every generation, partition by partition: "what was group G assigned last Tuesday".
+HISTORY_VIEW = "assignment_history"
+HISTORY_TABLES = ("generations", "plans")  # what the view reads
 ASSIGNMENT_HISTORY = """
 SELECT g.group_id, g.generation_id, g.created_at, g.trigger, g.run_id, g.status, p.strategy,
        p.topic, p.partition, p.member, p.previous_member, p.moved, p.phase, p.weight
@@ -100,17 +103,49 @@ def first_line(error: Exception) -> str:
     return safe(said[0]) if said else type(error).__name__
 
 
-def register(spark: SparkSession, lake: Lake) -> list[str]:
-    """Register the lake's tables and the history view in `spark`; returns the view names."""
-    names = lake.register_views(spark)
-    spark.sql(ASSIGNMENT_HISTORY).createOrReplaceTempView("assignment_history")
-    return [*names, "assignment_history"]
+def register(spark: SparkSession, lake: Lake, statements: str | None = None) -> list[str]:
+    """Register the lake's tables and the history view in `spark`, or only those `statements` name (`named`);
+    returns the names registered."""
+    tables = named(statements) if statements is not None else [*TABLES, HISTORY_VIEW]
+    names = lake.register_views(spark, [t for t in tables if t != HISTORY_VIEW])
+    if HISTORY_VIEW in tables:
+        spark.sql(ASSIGNMENT_HISTORY).createOrReplaceTempView(HISTORY_VIEW)
+        names.append(HISTORY_VIEW)
+    return names
+
+
+def named(statements: str) -> list[str]:
+    """The lake's tables and views whose names appear as words of `statements` (any case, quoted or not; the history
+    view brings the two tables it reads), or all of them when none does (`SHOW TABLES`). Registering a table costs a
+    read of its log, a query seldom reads more than a few of them, and a word that only looks like a table
+    (in a string, a column) costs one needless registration at most."""
+    words = {w.lower() for w in re.findall(r"\w+", statements)}
+    tables = [t for t in (*TABLES, HISTORY_VIEW) if t in words]
+    if HISTORY_VIEW in tables:
+        tables = [*dict.fromkeys([*HISTORY_TABLES, *tables])]
+    return tables or [*TABLES, HISTORY_VIEW]
 
 
 def query(ctx: RunContext, sql: str, limit: int = 100) -> str:
-    """Run one Spark SQL statement over the lake and format its first `limit` rows as a text table."""
+    """Run one Spark SQL statement over the lake and format its first `limit` rows as a text table. The tables it
+    names are registered; one it reaches without naming (`IDENTIFIER('gen' || 'erations')`) makes every table
+    registered, and it runs again."""
+    registered = register(ctx.spark, ctx.lake, sql)
+    try:
+        return text_table(ctx.spark, sql, limit)
+    except TableNotRegistered as e:
+        if e.name not in (*TABLES, HISTORY_VIEW) or e.name in registered:
+            raise
     register(ctx.spark, ctx.lake)
     return text_table(ctx.spark, sql, limit)
+
+
+class TableNotRegistered(InputError):
+    """A query's table or view is not in the session's catalog; `name` is the last part of its name, lower case."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
@@ -124,7 +159,11 @@ def text_table(spark: SparkSession, sql: str, limit: int = 100) -> str:
                 warnings.simplefilter("ignore", UserWarning)
                 frame: pd.DataFrame = spark.sql(sql).limit(limit).toPandas()
         except (ParseException, AnalysisException) as e:
-            raise InputError(f"the query is not valid Spark SQL: {first_line(e)}") from None
+            message = f"the query is not valid Spark SQL: {first_line(e)}"
+            if e.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":
+                missing = (e.getMessageParameters() or {}).get("relationName", "")
+                raise TableNotRegistered(message, missing.rsplit(".", 1)[-1].strip("`").lower()) from None
+            raise InputError(message) from None
         except PySparkException as e:  # raised while it ran: raise_error(), a division by zero, a failed cast
             raise InputError(f"the query failed: {first_line(e)}") from None
     return frame.to_string(index=False) if len(frame) else f"(no rows; columns: {', '.join(frame.columns)})"

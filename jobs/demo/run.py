@@ -69,40 +69,34 @@ def run_demo(config: Config, live: bool = True) -> int:
         print("broker and consumer groups stopped")
     if code:
         return code
-    spark = get_spark(config.spark_master)
-    register(spark, Lake(lake))  # the views read the lake's files as they are now
     latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
-    print("\nApproved generations of this run:")
-    print(
-        text_table(
-            spark,
+    queries = {
+        "Approved generations of this run:": (
             f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
-            f"WHERE status = '{GenerationStatus.APPROVED}' AND run_id = {latest} ORDER BY group_id",
-        )
-    )
-    print("\nCandidates of this run (the chosen one: best max/mean load, then fewest moves):")
-    print(
-        text_table(
-            spark,
+            f"WHERE status = '{GenerationStatus.APPROVED}' AND run_id = {latest} ORDER BY group_id"
+        ),
+        "Candidates of this run (the chosen one: best max/mean load, then fewest moves):": (
             f"SELECT group_id, strategy, members, partitions, count_spread, "
             f"round(max_mean_load, 3) AS max_mean_load, partitions_moved, round(stickiness, 3) AS "
             f"stickiness, chosen FROM plan_metrics m JOIN (SELECT DISTINCT group_id, generation_id "
             f"FROM generations WHERE run_id = {latest}) USING (group_id, generation_id) "
-            f"ORDER BY group_id, strategy",
-        )
-    )
-    print("\nLag per group:")
-    print(
-        text_table(
-            spark,
+            f"ORDER BY group_id, strategy"
+        ),
+        "Lag per group:": (
             f"SELECT group_id, count(*) AS partitions, sum(lag) AS lag FROM partition_offsets "
-            f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id",
-        )
-    )
-    print("\nQuarantined input of this run:")
-    print(text_table(spark, f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"))
-    print(f"\nHistory (Spark SQL):{HISTORY_SQL}")
-    print(text_table(spark, HISTORY_SQL))
+            f"WHERE snapshot_id = {latest} GROUP BY group_id ORDER BY group_id"
+        ),
+        "Quarantined input of this run:": (
+            f"SELECT source, error FROM quarantine WHERE run_id = {latest} ORDER BY source"
+        ),
+        f"History (Spark SQL):{HISTORY_SQL}": HISTORY_SQL,
+    }
+    spark = get_spark(config.spark_master)
+    # The tables these queries read, as they are now (a table's registration reads its log: the others are skipped).
+    register(spark, Lake(lake), "\n".join(queries.values()))
+    for title, sql in queries.items():
+        print(f"\n{title}")
+        print(text_table(spark, sql))
     print("\nReports (open in a browser; they work offline):")
     reports = Path(lake) / "reports"
     for group in sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []:

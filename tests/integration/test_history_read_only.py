@@ -13,6 +13,7 @@ from jobs.cli import history
 from jobs.config import Config
 from jobs.context import RunContext
 from planner.errors import InputError
+from schemas import TABLES
 
 pytestmark = pytest.mark.spark
 
@@ -74,6 +75,21 @@ def test_anything_else_is_refused_and_touches_nothing(planned: RunContext, sql: 
         history.query(planned, sql.format(lake=planned.lake.root))
     assert DeltaTable(planned.lake.path("generations")).to_pyarrow_table().num_rows == before == 5
     assert history.query(planned, "SELECT count(*) AS n FROM plans").split()[-1] != "0"
+
+
+def test_a_query_registers_the_tables_it_names_and_reaches_any_other_through_a_second_try(
+    planned: RunContext,
+) -> None:
+    lake_tables = [*TABLES, history.HISTORY_VIEW]
+    for name in lake_tables:  # the tests before registered them all in this session's catalog
+        planned.spark.sql(f"DROP VIEW IF EXISTS `{name}`" if name == history.HISTORY_VIEW else f"DROP TABLE `{name}`")
+    assert history.query(planned, "SELECT count(*) AS n FROM Plans").split()[-1] != "0"
+    assert [t for t in lake_tables if planned.spark.catalog.tableExists(t)] == ["plans"]
+    # A table the statement reaches without naming it: every table is registered, and the query runs again.
+    assert history.query(planned, "SELECT count(*) AS n FROM IDENTIFIER('gener' || 'ations')").split()[-1] == "5"
+    assert all(planned.spark.catalog.tableExists(t) for t in lake_tables)
+    with pytest.raises(InputError, match="TABLE_OR_VIEW_NOT_FOUND.*`generation`"):  # not one of the lake's
+        history.query(planned, "SELECT count(*) FROM generation")
 
 
 def test_a_malformed_statement_is_an_input_error(planned: RunContext) -> None:
