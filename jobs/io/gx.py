@@ -5,10 +5,12 @@ this module and nothing of the lake or of Spark).
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
 import threading
+import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +38,9 @@ Validate = Callable[["pd.DataFrame", Mapping[str, Any], Mapping[str, Any]], list
 # them not imported). Not all of pyspark: in `rebalance run` GX is imported while the plan step's Spark calls may
 # import pyspark's modules on the main thread (the GX worker keeps pyspark out whole).
 NOT_NEEDED = ("sqlalchemy", "boto3", "pyspark.ml")
-# Imported by GX for its distribution expectations (KL divergence, KS tests), which the plan suite does not use:
-# loaded when first used instead.
-ON_FIRST_USE = ("scipy.stats",)
+# Imported by GX for its distribution expectations (KL divergence, KS tests) and their charts (altair: 0.4 s of a
+# worker's import), which the plan suite does not use: loaded when first used instead.
+ON_FIRST_USE = ("scipy.stats", "altair")
 _importing = threading.Lock()  # the gate's background import and a validation's own call take turns
 
 
@@ -58,21 +60,39 @@ def import_great_expectations() -> None:
 
 
 def import_on_first_use(name: str) -> None:
-    """Make submodule `name` (`package.module`) load when one of its attributes is first read (importlib's
-    LazyLoader), not when it is imported (nothing when it is loaded already). Set as its package's attribute too:
-    `from package import module` then takes it as it is, where Python 3.11's import machinery would read its
-    `__spec__`, which loads it."""
+    """Make module `name` load when one of its attributes is first read, not when it is imported (nothing when it is
+    loaded already). A submodule (`package.module`) loads through importlib's LazyLoader, set as its package's
+    attribute too: `from package import module` then takes it as it is, where Python 3.11's import machinery would
+    read its `__spec__`, which loads it. `import name` does that read for a top-level module: it gets a stand-in
+    (`OnFirstUse`) instead."""
     if name in sys.modules:
         return
     package, _, module_name = name.rpartition(".")
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None:
         return  # not installed: an import of it fails as it would have
+    if not package:
+        sys.modules[name] = OnFirstUse(name, spec)
+        return
     spec.loader = importlib.util.LazyLoader(spec.loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     setattr(sys.modules[package], module_name, module)
+
+
+class OnFirstUse(types.ModuleType):
+    """A top-level module's stand-in in `sys.modules` until an attribute is read from it: then the module is imported
+    (replacing the stand-in there) and every attribute read through the stand-in is the module's."""
+
+    def __init__(self, name: str, spec: importlib.machinery.ModuleSpec) -> None:
+        super().__init__(name)
+        self.__spec__ = spec
+
+    def __getattr__(self, attribute: str) -> Any:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
 
 
 def validate(

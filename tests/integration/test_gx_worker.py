@@ -71,6 +71,24 @@ def test_a_module_imported_on_first_use_loads_when_first_read() -> None:
     assert done.stdout.split() == ["_LazyModule", "False", "0.5", "module"]
 
 
+def test_a_top_level_module_imported_on_first_use_is_a_stand_in_until_first_read() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from jobs.io.gx import import_on_first_use
+
+        import_on_first_use("altair")
+        import altair as alt
+
+        print(type(alt).__name__, "altair.vegalite" in sys.modules, alt.__spec__.name)
+        print(alt.Chart.__name__, type(sys.modules["altair"]).__name__, alt.Chart is sys.modules["altair"].Chart)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["OnFirstUse", "False", "altair", "Chart", "module", "True"]
+
+
 def test_great_expectations_imports_without_the_integrations_the_gate_never_uses() -> None:
     code = textwrap.dedent(
         """
@@ -81,7 +99,8 @@ def test_great_expectations_imports_without_the_integrations_the_gate_never_uses
         from schemas.quality import PLAN_SUITE
 
         import_great_expectations()
-        loaded = [m for m in ("sqlalchemy", "boto3", "pyspark.ml", "scipy.stats._stats_py") if m in sys.modules]
+        kept = ("sqlalchemy", "boto3", "pyspark.ml", "scipy.stats._stats_py", "altair.vegalite")
+        loaded = [m for m in kept if m in sys.modules]
         frame = pd.DataFrame(
             {
                 "generation_id": [1, 1], "group_id": ["g", "g"], "strategy": ["range", "range"], "topic": ["t", "t"],
