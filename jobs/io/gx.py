@@ -38,8 +38,8 @@ Validate = Callable[["pd.DataFrame", Mapping[str, Any], Mapping[str, Any]], list
 # them not imported). Not all of pyspark: in `rebalance run` GX is imported while the plan step's Spark calls may
 # import pyspark's modules on the main thread (the GX worker keeps pyspark out whole).
 NOT_NEEDED = ("sqlalchemy", "boto3", "pyspark.ml")
-# Imported by GX for its distribution expectations (KL divergence, KS tests) and their charts (altair: 0.4 s of a
-# worker's import), which the plan suite does not use: loaded when first used instead.
+# Imported by GX for its distribution expectations (KL divergence, KS tests) and their charts (altair: 0.2-0.4 s of
+# a worker's import), which the plan suite does not use: loaded when first used instead.
 ON_FIRST_USE = ("scipy.stats", "altair")
 _importing = threading.Lock()  # the gate's background import and a validation's own call take turns
 
