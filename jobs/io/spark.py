@@ -376,6 +376,13 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[object]], schema: p
     return spark.createDataFrame(table, schema=from_arrow_schema(schema))
 
 
+def few_rows_conf(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """ONE_GROUP_CONF for queries of a few hundred rows in any session, but for the settings the environment gives
+    (REBALANCE_SPARK_CONF): those come last, as they do at a session's start."""
+    given = dict(SparkSettings.from_env(environ).conf)
+    return {key: value for key, value in ONE_GROUP_CONF.items() if key not in given}
+
+
 def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

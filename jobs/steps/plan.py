@@ -34,7 +34,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.context import RunContext, StepResult
 from jobs.io.delta_files import replace_generations, write_file
 from jobs.io.lake import Lake, conform, rows_table
-from jobs.io.spark import ONE_GROUP_CONF, is_connect, session_conf
+from jobs.io.spark import few_rows_conf, is_connect, session_conf
 from jobs.io.spark_tasks import describe, job_group, task_split
 from jobs.kernels.candidates import OUTCOME, PlanSettings, plan_kernel
 from jobs.kernels.loads import check_mode
@@ -150,7 +150,7 @@ def run(ctx: RunContext, *, created_at: datetime | None = None) -> StepResult:
     with tasks_writing(lake):
         if plans_here(spark, len(ids), sum(counts.values())):
             # A small run's rows are few: its query runs interpreted, as a what-if's does (ONE_GROUP_CONF).
-            with session_conf(spark, ONE_GROUP_CONF):
+            with session_conf(spark, few_rows_conf()):
                 batches = rows.toArrow().to_batches()
             if ctx.spark_until_plan:
                 ctx.stop_spark()
