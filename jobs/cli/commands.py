@@ -573,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RebalanceError as e:
             print(f"rebalance {args.command}: error: {e}", file=sys.stderr)
             code = 2
+    except SystemExit as e:  # argparse's: `--help` (0) and a usage error (2, its line printed); the process's code
+        _exit_code[0] = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        raise
     finally:
         sys.stdout.flush()
         sys.stdout, sys.stderr = streams

@@ -70,6 +70,18 @@ def test_what_if_prints_the_answer_and_json_for_scripts(spark, tmp_path, capsys,
     assert f"{found['chosen']} moves {len(found['moves'])} partition(s):" in text
 
 
+def test_help_exits_0_and_a_usage_error_2_as_argparse_says():
+    def rebalance(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jobs.cli", *argv], capture_output=True, text=True, timeout=60)
+
+    helped = rebalance("assign", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: rebalance assign")
+    for argv, line in [(("run", "--bogus"), "unrecognized arguments: --bogus"), ((), "required: command")]:
+        refused = rebalance(*argv)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.splitlines()[-1].startswith("rebalance") and line in refused.stderr
+
+
 def test_the_jvm_output_goes_to_its_log_and_a_refused_query_is_one_line(tmp_path):
     from jobs.io.lake import Lake
 
