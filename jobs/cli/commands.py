@@ -170,18 +170,25 @@ def _run(args: argparse.Namespace) -> int:
 
 def _add_sql(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sql", help="run Spark SQL over the lake's tables (views named after the tables)")
-    p.add_argument("query", help='e.g. "SELECT group_id, generation_id, status FROM generations"')
+    p.add_argument(
+        "query",
+        nargs="+",
+        help='e.g. "SELECT group_id, generation_id, status FROM generations"; several run in turn in one Spark '
+        "session (one start-up), each result printed when it has run, a blank line between them",
+    )
     _add_lake(p)
-    p.add_argument("--limit", type=int, default=100, help="rows to print (default 100)")
+    p.add_argument("--limit", type=int, default=100, help="rows to print of each (default 100)")
     p.set_defaults(func=_sql)
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from jobs.cli.history import query
+    from jobs.cli.history import queries
     from jobs.config import Config
     from jobs.context import RunContext
 
-    print(query(RunContext.create(Config.from_env(lake=args.lake), trigger="sql"), args.query, args.limit))
+    ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="sql")
+    for number, text in enumerate(queries(ctx, args.query, args.limit)):
+        print(f"\n{text}" if number else text, flush=True)
     return 0
 
 

@@ -55,6 +55,17 @@ WRITES = [
 ]
 
 
+LAKE_TABLES = [*TABLES, history.HISTORY_VIEW]
+
+
+def unregister_all(ctx: RunContext) -> None:
+    """No table or view of the lake in the session's catalog."""
+    for name in LAKE_TABLES:
+        ctx.spark.sql(
+            f"DROP VIEW IF EXISTS `{name}`" if name == history.HISTORY_VIEW else f"DROP TABLE IF EXISTS `{name}`"
+        )
+
+
 @pytest.fixture(scope="module")
 def planned(spark, tmp_path_factory) -> RunContext:
     lake = tmp_path_factory.mktemp("history") / "lake"
@@ -80,16 +91,26 @@ def test_anything_else_is_refused_and_touches_nothing(planned: RunContext, sql: 
 def test_a_query_registers_the_tables_it_names_and_reaches_any_other_through_a_second_try(
     planned: RunContext,
 ) -> None:
-    lake_tables = [*TABLES, history.HISTORY_VIEW]
-    for name in lake_tables:  # the tests before registered them all in this session's catalog
-        planned.spark.sql(f"DROP VIEW IF EXISTS `{name}`" if name == history.HISTORY_VIEW else f"DROP TABLE `{name}`")
+    unregister_all(planned)  # the tests before may have registered them in this session's catalog
     assert history.query(planned, "SELECT count(*) AS n FROM Plans").split()[-1] != "0"
-    assert [t for t in lake_tables if planned.spark.catalog.tableExists(t)] == ["plans"]
+    assert [t for t in LAKE_TABLES if planned.spark.catalog.tableExists(t)] == ["plans"]
     # A table the statement reaches without naming it: every table is registered, and the query runs again.
     assert history.query(planned, "SELECT count(*) AS n FROM IDENTIFIER('gener' || 'ations')").split()[-1] == "5"
-    assert all(planned.spark.catalog.tableExists(t) for t in lake_tables)
+    assert all(planned.spark.catalog.tableExists(t) for t in LAKE_TABLES)
     with pytest.raises(InputError, match="TABLE_OR_VIEW_NOT_FOUND.*`generation`"):  # not one of the lake's
         history.query(planned, "SELECT count(*) FROM generation")
+
+
+def test_several_statements_run_in_turn_after_one_registration_of_all_they_name(planned: RunContext) -> None:
+    unregister_all(planned)
+    statements = ["SELECT count(*) AS n FROM generations", "SELECT count(*) AS n FROM plan_metrics WHERE chosen"]
+    results = history.queries(planned, statements)
+    assert next(results).split() == ["n", "5"]  # run before the next statement is read
+    assert {t for t in LAKE_TABLES if planned.spark.catalog.tableExists(t)} == {"generations", "plan_metrics"}
+    assert next(results).split() == ["n", "5"]  # one chosen candidate a group
+    assert list(results) == []
+    with pytest.raises(InputError, match="not valid Spark SQL"):  # a bad statement after a good one: its error
+        list(history.queries(planned, ["SELECT 1", "SELEC 2"]))
 
 
 def test_a_malformed_statement_is_an_input_error(planned: RunContext) -> None:

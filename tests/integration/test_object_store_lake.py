@@ -153,13 +153,16 @@ def test_two_concurrent_runs_share_the_bucket_and_history_travels_in_time(s3: S3
 
     # History through Spark SQL on the bucket: who wrote, and the generations as of the first version.
     sql = ("sql", "--lake", lake_uri)
-    history = rebalance(*sql, "DESCRIBE HISTORY generations", env=env, cwd=tmp_path)
-    assert history.returncode == 0, history.stderr[-3000:]
-    assert "MERGE" in history.stdout and "delta-rs" in history.stdout
-    first = rebalance(*sql, "SELECT count(*) AS n FROM generations VERSION AS OF 1", env=env, cwd=tmp_path)
-    now = rebalance(*sql, "SELECT count(*) AS n FROM generations", env=env, cwd=tmp_path)
-    assert first.returncode == 0 and now.returncode == 0, first.stderr[-3000:] + now.stderr[-3000:]
-    assert int(first.stdout.split()[-1]) == 5 and int(now.stdout.split()[-1]) == 10
+    statements = [
+        "DESCRIBE HISTORY generations",
+        "SELECT count(*) AS n FROM generations VERSION AS OF 1",
+        "SELECT count(*) AS n FROM generations",
+    ]
+    answered = rebalance(*sql, *statements, env=env, cwd=tmp_path)  # in turn, one Spark session
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    history, first, now = answered.stdout.split("\n\n")
+    assert "MERGE" in history and "delta-rs" in history
+    assert first.split() == ["n", "5"] and now.split() == ["n", "10"]
 
     # Maintenance works on the bucket too (compaction, checkpoints, vacuum) and keeps every generation.
     maintained = rebalance("maintain", "--lake", lake_uri, env=env, cwd=tmp_path)
