@@ -282,7 +282,8 @@ def _write_snapshot_rows(lake: Lake, name: str, rows: pa.Table, snapshot_id: str
 def _may_hold(lake: Lake, name: str, snapshot_id: str) -> bool:
     """Whether a data file of the table may hold rows of `snapshot_id`, by the Delta log's per-file statistics
     (bounds, perhaps truncated; a file without them may hold any)."""
-    files = pa.table(lake.table(name).get_add_actions(flatten=True))
+    with lake.latest(name) as table:
+        files = pa.table(table.get_add_actions(flatten=True))
     if not {"min.snapshot_id", "max.snapshot_id"} <= set(files.column_names):
         return bool(files.num_rows > 0)
     lows, highs = files.column("min.snapshot_id").to_pylist(), files.column("max.snapshot_id").to_pylist()

@@ -65,7 +65,8 @@ def measurements(
 
 def _may_hold(lake: Lake, name: str, key: str, value: str) -> bool:
     """Whether a current file of table `name` may hold rows whose `key` is `value` (by the files' statistics)."""
-    return bool(files_holding(lake.table(name), key, [value]))
+    with lake.latest(name) as table:
+        return bool(files_holding(table, key, [value]))
 
 
 def previous_snapshots(lake: Lake, run_id: str, groups: Sequence[str]) -> pa.Table:

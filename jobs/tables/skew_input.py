@@ -42,7 +42,8 @@ def resolve(
     filesystem: pa_fs.FileSystem = pa_fs.LocalFileSystem()
     if source is None:
         filesystem = lake.fs
-        files, constants, schema, physical = _delta_files(lake.table("key_samples"), filesystem, "key_samples")
+        with lake.latest("key_samples") as table:
+            files, constants, schema, physical = _delta_files(table, filesystem, "key_samples")
         sample_id = sample_id or _latest_sample_id(lake)
     elif (Path(source) / "_delta_log").is_dir():
         from deltalake import DeltaTable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -225,6 +226,23 @@ def test_merge_upserts_on_the_table_keys(lake):
     assert lake.read_arrow("quarantine").column("error").to_pylist() == ["second"]
     with pytest.raises(ValueError, match="key column 'ingest_id' is missing"):
         lake.merge("quarantine", pa.table({"error": ["no key"]}))
+
+
+def test_a_lake_reads_each_tables_latest_version_whoever_committed_it(lake):
+    # A Lake keeps each table it read and brings it up to date before the next read: the commits of another Lake
+    # (as another process's) since then are read, and threads reading at once share it.
+    row = {"ingest_id": "x", "run_id": "r", "source": "f", "raw_payload": "{}", "error": "first"}
+    assert lake.read_arrow("quarantine").num_rows == 0
+    other = Lake(lake.root)
+    other.append("quarantine", rows_table("quarantine", [row]))
+    assert lake.read_arrow("quarantine").column("error").to_pylist() == ["first"]
+    other.merge("quarantine", rows_table("quarantine", [{**row, "error": "second"}, {**row, "ingest_id": "y"}]))
+    with ThreadPoolExecutor(4) as pool:
+        read = pool.map(lambda _: sorted(lake.read_arrow("quarantine").column("ingest_id").to_pylist()), range(16))
+        assert list(read) == [["x", "y"]] * 16
+    assert lake.read_arrow("quarantine", [("ingest_id", "=", "x")]).column("error").to_pylist() == ["second"]
+    with lake.latest("quarantine") as table:
+        assert table.version() == DeltaTable(lake.path("quarantine")).version() == 2
 
 
 def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
