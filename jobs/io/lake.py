@@ -62,7 +62,9 @@ class Lake:
         self.store.check()
         self._configured: set[int] = set()
         self._configuring = threading.Lock()
-        # What `_dataset` read last of each table: the table, and its version's dataset for a set of dictionary columns
+        # Each table opened to commit through (`table`); what `_dataset` read last of each: the table, and its version's
+        # dataset for a set of dictionary columns
+        self._writing: dict[str, DeltaTable] = {}
         self._opened: dict[str, DeltaTable] = {}
         self._datasets: dict[tuple[str, int, tuple[str, ...]], ds.FileSystemDataset] = {}
         self._reading = threading.Lock()
@@ -77,9 +79,14 @@ class Lake:
         return self.store.uri(name)
 
     def table(self, name: str) -> DeltaTable:
-        """Table `name` as delta-rs opens it (its latest version), afresh: the table a commit goes through (reads go
-        through `latest`'s)."""
-        return DeltaTable(self.path(name), storage_options=self.store.delta_options())
+        """Table `name` at its latest version, to commit through under the lake lock (reads go through `latest`'s):
+        opened once, then brought up to date with the commits made since, by any process (`_latest`)."""
+        table = self._writing.get(name)
+        if table is None:
+            table = self._writing[name] = DeltaTable(self.path(name), storage_options=self.store.delta_options())
+        else:
+            table.update_incremental()
+        return table
 
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(self.path(name), storage_options=self.store.delta_options())
@@ -119,12 +126,7 @@ class Lake:
         """Append rows as one Delta commit."""
         if data.num_rows:
             with self.committing(name):
-                write_deltalake(
-                    self.path(name),
-                    conform(TABLES[name], data),
-                    mode="append",
-                    storage_options=self.store.delta_options(),
-                )
+                write_deltalake(self.table(name), conform(TABLES[name], data), mode="append")
 
     def merge(self, name: str, data: pa.Table) -> None:
         """Upsert rows on the table's keys as one Delta commit: re-running a step never duplicates rows."""
@@ -140,14 +142,18 @@ class Lake:
 
     @contextmanager
     def committing(self, name: str) -> Iterator[None]:
-        """A block that makes one commit to table `name` (through this class or straight through delta-rs): under
-        the lake lock (a MERGE inside reads the table afresh), refused up front when the table cannot be written,
-        its IO failures named."""
+        """A block that makes one commit to table `name` (through `table`, or straight through delta-rs): under the
+        lake lock (a MERGE inside reads the table as the last commit left it), refused up front when the table cannot
+        be written, its IO failures named."""
         with self.lock():
             if self.local is not None and (reason := unwritable(self.local / name)):
                 raise SourceError(f"lake {self.root}: cannot write table {name}: {reason}")
             with failures_named(f"lake {self.root}: writing table {name}"):
-                yield
+                try:
+                    yield
+                except BaseException:
+                    self._writing.pop(name, None)  # opened afresh for the next commit, whatever this one left
+                    raise
 
     def _on_keys(self, name: str, data: pa.Table) -> TableMerger:
         """A MERGE of `data` (alias s) into the table (alias t) matching on the table's keys."""

@@ -243,6 +243,12 @@ def test_a_lake_reads_each_tables_latest_version_whoever_committed_it(lake):
     assert lake.read_arrow("quarantine", [("ingest_id", "=", "x")]).column("error").to_pylist() == ["second"]
     with lake.latest("quarantine") as table:
         assert table.version() == DeltaTable(lake.path("quarantine")).version() == 2
+    # Commits too go through a table kept open, brought up to date first: each MERGE sees the other Lake's rows.
+    lake.merge("quarantine", rows_table("quarantine", [{**row, "ingest_id": "z"}]))
+    other.append("quarantine", rows_table("quarantine", [{**row, "ingest_id": "w"}]))
+    lake.merge("quarantine", rows_table("quarantine", [{**row, "ingest_id": "w", "error": "third"}]))
+    errors = dict(zip(*lake.read_arrow("quarantine", columns=["ingest_id", "error"]).to_pydict().values(), strict=True))
+    assert errors == {"w": "third", "x": "second", "y": "first", "z": "first"}
 
 
 def test_key_samples_become_partition_weights_of_the_plans(spark, lake, config):
