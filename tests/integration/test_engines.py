@@ -38,6 +38,7 @@ from engines import (
 from jobs.io.loopback import free_port
 from jobs.io.s3_server import S3Server
 from jobs.io.spark import SparkSettings, code_zip, get_spark, parse_conf, shipped_files
+from jobs.io.spark_servers import STOP_TIMEOUT_S
 from planner.errors import InputError, SourceError
 
 RUN_TABLES = ("snapshots", "topic_partitions", "partition_offsets", "plans", "plan_metrics", "generations")
@@ -290,7 +291,9 @@ def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
         jvm_group = process_group(owners[0])
         assert jvm_group is not None and jvm_group != os.getpgid(process.pid)
         process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 0
+        # Within stop's bound (SIGTERM's grace, then SIGKILL's, then the leader's reaping) and the interpreter's exit:
+        # in one full `make test` on the loaded machine the stop outlasted 60 s.
+        assert process.wait(3 * STOP_TIMEOUT_S + 30) == 0
         deadline = time.monotonic() + 5
         while group_alive(jvm_group) and time.monotonic() < deadline:
             time.sleep(0.1)
