@@ -80,13 +80,8 @@ class Lake:
 
     def table(self, name: str) -> DeltaTable:
         """Table `name` at its latest version, to commit through under the lake lock (reads go through `latest`'s):
-        opened once, then brought up to date with the commits made since, by any process (`_latest`)."""
-        table = self._writing.get(name)
-        if table is None:
-            table = self._writing[name] = DeltaTable(self.path(name), storage_options=self.store.delta_options())
-        else:
-            table.update_incremental()
-        return table
+        opened once, then brought up to date with the commits made since, by any process (`_kept`)."""
+        return self._kept(self._writing, name)
 
     def exists(self, name: str) -> bool:
         return DeltaTable.is_deltatable(self.path(name), storage_options=self.store.delta_options())
@@ -266,9 +261,14 @@ class Lake:
 
     def _latest(self, name: str) -> DeltaTable:
         """Table `name` as read last, brought up to date (`_dataset`); the caller holds `_reading`."""
-        table = self._opened.get(name)
+        return self._kept(self._opened, name)
+
+    def _kept(self, kept: dict[str, DeltaTable], name: str) -> DeltaTable:
+        """Table `name` as `kept` holds it, brought up to date with the commits made since by any process (a listing
+        of its log from the version held), or opened and kept (its whole log read)."""
+        table = kept.get(name)
         if table is None:
-            table = self._opened[name] = DeltaTable(self.path(name), storage_options=self.store.delta_options())
+            table = kept[name] = DeltaTable(self.path(name), storage_options=self.store.delta_options())
         else:
             table.update_incremental()
         return table
