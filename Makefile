@@ -81,7 +81,7 @@ test-jvm: install
 # Everything CI must prove: lint, format, types, the Java appliers' tests, the unit and integration tiers (demo,
 # cluster, Connect, scheduler). The suite waits on brokers, schedulers and JVMs, so it runs as TEST_WORKERS pytest
 # processes (pytest-xdist), each test file whole in one of them (its module fixtures start once). On two cores, two
-# left them idle a tenth of the run (vmstat), three under 2%: 23.6-25.7 min with two, 19.3-25.5 min with three
+# left them idle a tenth of the run (vmstat), three under 2%: 23.6-25.7 min with two, 16.9-21.4 min with three
 # (2026-11-28, the same code's CPU varying by a fifth run to run).
 TEST_WORKERS ?= 3
 test: lint typecheck test-jvm
