@@ -6,6 +6,7 @@ executors run must reach them in the code zip that `jobs.io.spark` ships. Every 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -297,6 +298,7 @@ def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
             stderr=errors,
             text=True,
         )
+    jvm_group = None
     try:
         assert f"connect at sc://127.0.0.1:{port}" in process.stdout.readline()
         owners = [pid for address, p, pid in listening_sockets() if p == port]
@@ -322,6 +324,9 @@ def test_connect_server_main_stops_its_jvm_on_ctrl_c(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+        if jvm_group is not None and group_alive(jvm_group):  # a failed stop leaves no server behind either
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(jvm_group, signal.SIGKILL)
 
 
 def test_a_cluster_whose_executors_lack_the_packages_refuses_in_one_line_before_any_work(
