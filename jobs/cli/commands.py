@@ -187,7 +187,7 @@ def _sql(args: argparse.Namespace) -> int:
     from jobs.context import RunContext
 
     ctx = RunContext.create(Config.from_env(lake=args.lake), trigger="sql")
-    for number, text in enumerate(queries(ctx, args.query, args.limit)):
+    for number, text in enumerate(queries(ctx.spark, ctx.lake, args.query, args.limit)):
         print(f"\n{text}" if number else text, flush=True)
     return 0
 

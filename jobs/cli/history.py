@@ -129,24 +129,24 @@ def named(statements: str) -> list[str]:
 
 def query(ctx: RunContext, sql: str, limit: int = 100) -> str:
     """Run one Spark SQL statement over the lake and format its first `limit` rows as a text table (`queries`)."""
-    (text,) = queries(ctx, [sql], limit)
+    (text,) = queries(ctx.spark, ctx.lake, [sql], limit)
     return text
 
 
-def queries(ctx: RunContext, statements: Sequence[str], limit: int = 100) -> Iterator[str]:
+def queries(spark: SparkSession, lake: Lake, statements: Sequence[str], limit: int = 100) -> Iterator[str]:
     """Run Spark SQL statements over the lake in turn, in one session, each formatted as a text table of its first
     `limit` rows when it has run. The tables any of them names are registered once; one a statement reaches without
     naming it (`IDENTIFIER('gen' || 'erations')`) makes every table registered, and that statement runs again."""
-    registered = register(ctx.spark, ctx.lake, "\n".join(statements))
+    registered = register(spark, lake, "\n".join(statements))
     for sql in statements:
         try:
-            yield text_table(ctx.spark, sql, limit)
+            yield text_table(spark, sql, limit)
             continue
         except TableNotRegistered as e:
             if e.name not in (*TABLES, HISTORY_VIEW) or e.name in registered:
                 raise
-        registered = register(ctx.spark, ctx.lake)
-        yield text_table(ctx.spark, sql, limit)
+        registered = register(spark, lake)
+        yield text_table(spark, sql, limit)
 
 
 class TableNotRegistered(InputError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from jobs.airflow.environment import configure, migrate_once
-from jobs.cli.history import register, text_table
+from jobs.cli.history import queries
 from jobs.config import Config
 from jobs.io import kafka_broker
 from jobs.io.kafka_broker import Broker
@@ -70,7 +70,7 @@ def run_demo(config: Config, live: bool = True) -> int:
     if code:
         return code
     latest = "(SELECT run_id FROM generations ORDER BY created_at DESC LIMIT 1)"
-    queries = {
+    questions = {
         "Approved generations of this run:": (
             f"SELECT group_id, generation_id, chosen_strategy, gate_summary FROM generations "
             f"WHERE status = '{GenerationStatus.APPROVED}' AND run_id = {latest} ORDER BY group_id"
@@ -91,12 +91,11 @@ def run_demo(config: Config, live: bool = True) -> int:
         ),
         f"History (Spark SQL):{HISTORY_SQL}": HISTORY_SQL,
     }
-    spark = get_spark(config.spark_master)
-    # The tables these queries read, as they are now (a table's registration reads its log: the others are skipped).
-    register(spark, Lake(lake), "\n".join(queries.values()))
-    for title, sql in queries.items():
+    # One session; the tables these queries read registered once, as they are now (`queries`).
+    answers = queries(get_spark(config.spark_master), Lake(lake), list(questions.values()))
+    for title, text in zip(questions, answers, strict=True):
         print(f"\n{title}")
-        print(text_table(spark, sql))
+        print(text)
     print("\nReports (open in a browser; they work offline):")
     reports = Path(lake) / "reports"
     for group in sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []:

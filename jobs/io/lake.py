@@ -111,7 +111,7 @@ class Lake:
                     configuration=PROTOCOL,
                     storage_options=self.store.delta_options(),
                 )
-            elif self._missing_columns(spec):
+            elif self._lacks_columns(spec):
                 with self.lock():
                     table = self.table(spec.name)
                     if missing := _missing_columns(spec, table):
@@ -236,7 +236,7 @@ class Lake:
         kept until the next commit (making it costs 4-8 ms). Under a lock: delta-rs's table is not for two threads
         at once."""
         with self._reading:
-            table = self._latest(name)
+            table = self._kept(self._opened, name)
             key = (name, table.version(), strings)
             dataset = self._datasets.get(key)
             if dataset is None:
@@ -252,16 +252,12 @@ class Lake:
         """Table `name` at its latest version, to read inside the block (its files, statistics, schema): the table
         `_dataset` keeps, brought up to date. Commit through `table`, never through this one."""
         with self._reading:
-            yield self._latest(name)
+            yield self._kept(self._opened, name)
 
-    def _missing_columns(self, spec: TableSpec) -> list[pa.Field]:
-        """The columns of the table's contract its latest version lacks."""
+    def _lacks_columns(self, spec: TableSpec) -> bool:
+        """Whether the table's latest version lacks a column of its contract."""
         with self.latest(spec.name) as table:
-            return _missing_columns(spec, table)
-
-    def _latest(self, name: str) -> DeltaTable:
-        """Table `name` as read last, brought up to date (`_dataset`); the caller holds `_reading`."""
-        return self._kept(self._opened, name)
+            return bool(_missing_columns(spec, table))
 
     def _kept(self, kept: dict[str, DeltaTable], name: str) -> DeltaTable:
         """Table `name` as `kept` holds it, brought up to date with the commits made since by any process (a listing

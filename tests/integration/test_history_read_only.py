@@ -104,13 +104,13 @@ def test_a_query_registers_the_tables_it_names_and_reaches_any_other_through_a_s
 def test_several_statements_run_in_turn_after_one_registration_of_all_they_name(planned: RunContext) -> None:
     unregister_all(planned)
     statements = ["SELECT count(*) AS n FROM generations", "SELECT count(*) AS n FROM plan_metrics WHERE chosen"]
-    results = history.queries(planned, statements)
+    results = history.queries(planned.spark, planned.lake, statements)
     assert next(results).split() == ["n", "5"]  # run before the next statement is read
     assert {t for t in LAKE_TABLES if planned.spark.catalog.tableExists(t)} == {"generations", "plan_metrics"}
     assert next(results).split() == ["n", "5"]  # one chosen candidate a group
     assert list(results) == []
     with pytest.raises(InputError, match="not valid Spark SQL"):  # a bad statement after a good one: its error
-        list(history.queries(planned, ["SELECT 1", "SELEC 2"]))
+        list(history.queries(planned.spark, planned.lake, ["SELECT 1", "SELEC 2"]))
 
 
 def test_a_malformed_statement_is_an_input_error(planned: RunContext) -> None:
