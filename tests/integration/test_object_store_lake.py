@@ -181,6 +181,7 @@ def test_the_lake_lock_is_a_lease_other_processes_wait_for(s3: S3Server, tmp_pat
         "with lake.lock():\n"
         "    print('held', flush=True)\n"
         "    time.sleep(2)\n"
+        "    print('letting go', flush=True)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3.env()
     process = subprocess.Popen(
@@ -193,9 +194,13 @@ def test_the_lake_lock_is_a_lease_other_processes_wait_for(s3: S3Server, tmp_pat
         assert not lease.acquire(blocking=False)
         assert lease.holder().startswith("pid ")
         lease.acquire()  # waits for the other process to let go
-        assert process.poll() == 0
-        lease.release()
+        try:
+            assert process.stdout.readline().strip() == "letting go"  # written while it still held the lease
+        finally:
+            lease.release()
+        assert process.wait(timeout=30) == 0
     finally:
+        process.kill()
         process.wait(timeout=30)
     assert client.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
 
