@@ -81,9 +81,6 @@ class RunContext:
     # Spark serves the plan step alone (`rebalance run`: the steps after it run in Python): a plan run in this process
     # stops the driver JVM it started once the rows are read, so the JVM's memory is back before the kernel's peak.
     spark_until_plan: bool = False
-    # A step run in a process of its own for a run whose process holds the run's lock and made the tables
-    # (`jobs.pipeline.beside`): it takes neither again, and runs in Python alone.
-    apart: bool = False
     lake: Lake = field(init=False)
     _spark: SparkSession | None = field(default=None, repr=False)
     _starting: Future[SparkSession] | None = field(default=None, init=False, repr=False)
@@ -92,11 +89,9 @@ class RunContext:
     gx_worker: GxWorker | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self._spark is None and not self.apart:
+        if self._spark is None:
             check_java()
         self.lake = Lake(self.config.lake)
-        if self.apart:
-            return
         # Released when the context is collected or the process ends (the kernel drops the flock of a dead one).
         weakref.finalize(self, self.lake.run_lock(self.run_id).release)
         with self.lake.lock(), failures_named(f"lake {self.lake.root}: creating its tables"):
@@ -189,11 +184,10 @@ class RunContext:
         trigger: str = "manual",
         spark: SparkSession | None = None,
         one_group: bool = False,
-        apart: bool = False,
     ) -> RunContext:
         """A context for `run_id` (a new unique id when None), optionally on an existing Spark session; `one_group`:
-        the run plans one group, `apart`: a step of it runs in a process of its own (see the fields)."""
-        return cls(config, run_id or new_run_id(trigger), trigger, one_group, apart=apart, _spark=spark)
+        the run plans one group (see the field)."""
+        return cls(config, run_id or new_run_id(trigger), trigger, one_group, _spark=spark)
 
 
 def check_java() -> None:

@@ -9,9 +9,8 @@ the run id, so each can run in its own process (an Airflow task) or all in one. 
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,14 +22,8 @@ if TYPE_CHECKING:
     from jobs.context import RunContext, StepResult
 
 AFTER_PLAN = ("changes", "migration")  # steps that write onto the generations `plan` allocates
-# Steps that read only what the plan and the steps before it wrote and each commit to a table of its own (the gate's
-# results, the generations' changes, migration readiness): the DAGs run them as parallel tasks, and `run` on a large
-# run the last of them in a process of its own meanwhile (`beside`). Every step after the plan runs in Python alone.
-BESIDE_PLAN = ("gate", *AFTER_PLAN)
-# Groups a run plans from which `run` runs migration in a process of its own: its work (1-2 ms a group) then passes
-# the second that process takes to start.
-APART_GROUPS = 500
-NIGHTLY = ("ingest", "verify", "skew", "plan", *BESIDE_PLAN, "publish", "report", "review", "signals")
+# The last step that needs Spark is the gate: the Python-only steps after it run once the driver JVM is stopped.
+NIGHTLY = ("ingest", "verify", "skew", "plan", "gate", *AFTER_PLAN, "publish", "report", "review", "signals")
 WHAT_IF = ("scenario", "plan", "gate", "publish", "report", "review", "signals")
 MAINTENANCE = ("maintain",)
 
@@ -248,89 +241,23 @@ def run(
     ctx.start_spark()  # the JVM starts while ingest runs
     if not ctx.embedded:
         _ = ctx.spark  # a cluster's or a Connect server's executors are checked before anything is written
-    done: dict[str, tuple[StepResult, float]] = {}
+    results: dict[str, StepResult] = {}
+    seconds: dict[str, float] = {}
     try:
-        for stage in stages(NIGHTLY):
-            if len(stage) > 1:
-                done |= beside(ctx, stage, apart=len(done["plan"][0].rows) >= APART_GROUPS)
-                release_memory()
-                continue
-            name = stage[0]
+        for name in NIGHTLY:
+            started = time.perf_counter()
             if name == "plan":
                 # The gate's import of Great Expectations (seconds of module loading) starts with the plan step, whose
                 # Spark jobs leave this process's main thread waiting; the gate finds it done instead of starting it.
                 from jobs.steps.gate import import_in_background
 
                 import_in_background()
-            done[name] = timed(ctx, name)
+            results[name] = step(ctx, name, {})
+            seconds[name] = time.perf_counter() - started
             if name == "plan":
                 ctx.stop_spark()  # the steps from here on run in Python alone: the driver JVM's memory goes back
             release_memory()  # each step starts from what it needs, not from the peak of the one before
     except BaseException:
         ctx.settle()  # the JVM's start-up lines first: the error is the last line
         raise
-    return PipelineResult(ctx.run_id, {n: done[n][0] for n in NIGHTLY}, {n: done[n][1] for n in NIGHTLY})
-
-
-def stages(names: Sequence[str]) -> list[tuple[str, ...]]:
-    """`names` in the order they run, a stage each, but consecutive steps of BESIDE_PLAN in one (run together)."""
-    out: list[tuple[str, ...]] = []
-    for name in names:
-        if out and name in BESIDE_PLAN and out[-1][-1] in BESIDE_PLAN:
-            out[-1] += (name,)
-        else:
-            out.append((name,))
-    return out
-
-
-def timed(ctx: RunContext, name: str) -> tuple[StepResult, float]:
-    """`step` `name`'s result and wall seconds."""
-    started = time.perf_counter()
-    return step(ctx, name, {}), time.perf_counter() - started
-
-
-def beside(ctx: RunContext, names: Sequence[str], *, apart: bool) -> dict[str, tuple[StepResult, float]]:
-    """Run the steps `names` of one stage; each step's result and wall seconds. With `apart`, at the same time: the
-    last in a process of its own (`in_process_apart`), started first, the others here in turn, each step's text
-    printed in order; else all here in turn.
-
-    The process is a fresh interpreter (its start and imports: under a second, so a small run's steps stay here), so a
-    run's threads and locks stay here; it ends with this process (a killed run leaves nothing running). A failure
-    here waits for the process to end first."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if not apart:
-        return {name: timed(ctx, name) for name in names}
-    *here, last = names
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=spawn, initializer=_ends_with_parent, initargs=(os.getpid(),)) as pool:
-        other = pool.submit(in_process_apart, ctx.config, ctx.run_id, ctx.trigger, last)
-        done = {name: timed(ctx, name) for name in here}
-        done[last] = other.result()
-    if done[last][0].text:
-        print(done[last][0].text)
-    return done
-
-
-def in_process_apart(config: Config, run_id: str, trigger: str, name: str) -> tuple[StepResult, float]:
-    """Step `name` of run `run_id` in a process `beside` started (the run's own process holds the run's lock and
-    made the tables); its result and wall seconds."""
-    from jobs.context import RunContext
-
-    started = time.perf_counter()
-    ctx = RunContext.create(config, run_id, trigger=trigger, apart=True)
-    return STEPS[name](ctx, {}), time.perf_counter() - started
-
-
-def _ends_with_parent(parent: int) -> None:
-    """Have Linux kill this process when `parent`, the process that started it, ends (PR_SET_PDEATHSIG), as a killed
-    run's steps end with it; or end now if it already has (before the request, which then never fires)."""
-    import ctypes
-    import signal
-    import sys
-
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
+    return PipelineResult(ctx.run_id, results, seconds)

@@ -132,17 +132,13 @@ def review_tasks() -> list[Any]:
 
 
 def chain_steps(names: Sequence[str], declared: Mapping[str, Any]) -> None:
-    """The steps as tasks, each stage running after the one before, the steps of one stage in parallel
-    (`jobs.pipeline.stages`); `declared` are the DAG's params."""
-    from jobs.pipeline import stages
-
+    """The steps as tasks, each running after the one before; `declared` are the DAG's params."""
     tasks: list[Any] = []
-    for i, stage in enumerate(stages(names)):
-        if stage == (REVIEW,):
+    for i, name in enumerate(names):
+        if name == REVIEW:
             tasks += review_tasks()
         else:
-            made = [step_task(name, declared, i == 0)() for name in stage]
-            tasks.append(made if len(made) > 1 else made[0])
+            tasks.append(step_task(name, declared, i == 0)())
     chain(*tasks)
 
 

@@ -2,9 +2,7 @@
 
     python fault_runner.py commit TABLE ARGS...        SIGKILL this process right after its first commit to TABLE
                                                        (a crash at that step), made by the lake's MERGE, update or
-                                                       append, or by a step's own Delta transaction; migration
-                                                       runs in a process of its own beside the gate, whatever the
-                                                       run's size
+                                                       append, or by a step's own Delta transaction
     python fault_runner.py broker-at-poll PID ARGS...  SIGKILL process PID (the broker) when a consumer first
                                                        polls for records (mid-sampling)
     python fault_runner.py fill TABLE=FILE ARGS...     right after the first commit to TABLE, fill the disk with FILE
@@ -25,7 +23,7 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from jobs import cli, pipeline
+from jobs import cli
 from jobs.io.lake import Lake
 
 
@@ -109,7 +107,6 @@ def broker_killed_at_poll(pid: int, poll: Callable[..., Any]) -> Callable[..., A
 if __name__ == "__main__":
     fault, where, *argv = sys.argv[1:]
     if fault == "commit":
-        pipeline.APART_GROUPS = 0  # migration runs in a process of its own beside the gate, as a large run's does
         for method in ("append", "merge", "update"):
             setattr(Lake, method, killed_after_commit(where, getattr(Lake, method)))
         DeltaTable.create_write_transaction = killed_after_transaction(where, DeltaTable.create_write_transaction)

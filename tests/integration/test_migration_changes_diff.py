@@ -13,7 +13,6 @@ from jobs.cli import main
 from jobs.config import Config
 from jobs.context import RunContext
 from jobs.steps import ingest
-from planner.errors import InputError
 
 STRATEGIES = ("range", "cooperative-sticky")
 
@@ -82,25 +81,10 @@ def two_runs(spark, tmp_path_factory):
     return lake, ctx
 
 
-def test_the_steps_run_beside_the_gate_in_the_nightly_run():
-    stages = pipeline.stages(pipeline.NIGHTLY)  # after the plan allocated the generations, before publish reports them
-    beside = stages.index(("gate", "changes", "migration"))
-    assert stages[beside - 1] == ("plan",) and stages[beside + 1] == ("publish",)
-
-
-def test_beside_the_gate_migration_in_a_process_of_its_own_writes_the_same_rows(spark, tmp_path, monkeypatch):
-    ctx = run_once(spark, tmp_path / "lake", "run-1", [classic(3, 8), CONSUMER], tmp_path)  # migration here
-    readiness = ctx.lake.read_arrow("migration_readiness").to_pylist()
-    here = pipeline.beside(ctx, pipeline.BESIDE_PLAN, apart=False)
-    apart = pipeline.beside(ctx, pipeline.BESIDE_PLAN, apart=True)  # re-run: the same rows again
-    assert {n: r for n, (r, _) in apart.items()} == {n: r for n, (r, _) in here.items()}
-    assert apart["migration"][0].rows == ({"group_id": "payments", "ready": True},)
-    assert ctx.lake.read_arrow("migration_readiness").to_pylist() == readiness
-
-    # Its error is raised here as the step raised it there, once the steps here have run.
-    monkeypatch.setenv("REBALANCE_MIGRATION_POLICY", "sideways")
-    with pytest.raises(InputError, match="REBALANCE_MIGRATION_POLICY: 'sideways' is not one of bidirectional"):
-        pipeline.beside(ctx, pipeline.BESIDE_PLAN, apart=True)
+def test_the_steps_follow_the_gate_in_the_nightly_run():
+    nightly = pipeline.NIGHTLY  # after the gate, the last step that needs Spark, and before publish reports them
+    assert nightly.index("plan") < nightly.index("gate") < nightly.index("changes") < nightly.index("migration")
+    assert nightly.index("migration") < nightly.index("publish")
 
 
 def test_changes_since_the_previous_snapshot_are_stored_with_the_generation(two_runs):
