@@ -2,7 +2,8 @@
 
 Starts an Airflow 3 deployment as the tests do (api-server, scheduler and dag-processor on 127.0.0.1, LocalExecutor,
 SQLite, `tests/integration/airflow_server.py`) on the demo snapshot files, then triggers through the REST API:
-(1) the nightly DAG `--runs` times, each from trigger to success; (2) the what-if DAG with approval on (payments,
+(1) the nightly DAG `--runs` times, each from trigger to success, after the run Airflow schedules when the DAG is
+unpaused (its latest interval, `catchup=False`), which is timed apart; (2) the what-if DAG with approval on (payments,
 +2 members, orders at 24 partitions), from trigger to its approval task awaiting the reviewer, then approved through
 the API and run to success. Per task it prints min / median / max over the runs of the time between the task's
 upstream ending (for the first task: the run being queued) and the task starting (the scheduler's loop and the
@@ -122,7 +123,19 @@ def table(title: str, order: Sequence[str], runs: Sequence[dict[str, tuple[float
             print(f"  {task_id:<16} {spread([w for w, _ in seen]):>22}  {spread([d for _, d in seen]):>22}")
 
 
+def scheduled_run(server: AirflowServer) -> dict[str, Any] | None:
+    """The nightly DAG's scheduled run: unpausing a DAG with `catchup=False` runs its latest interval at once."""
+    listed = server.api.get(f"/api/v2/dags/{NIGHTLY}/dagRuns").raise_for_status().json()["dag_runs"]
+    return next((r for r in listed if r["run_type"] == "scheduled"), None)
+
+
 def nightly(server: AirflowServer, runs: int) -> None:
+    # The run of the latest interval comes first; a run triggered while it runs would queue behind it
+    # (max_active_runs=1) and count its time as its own: it is timed apart.
+    first = server.wait_for("the nightly DAG's scheduled run", partial(scheduled_run, server), 120.0)
+    first = finished(server, NIGHTLY, first["dag_run_id"])
+    wall = (at(first["end_date"]) or 0.0) - (at(first["queued_at"]) or 0.0)
+    print(f"{NIGHTLY}: its scheduled run on unpause (the latest interval), queued -> success {wall:5.1f} s", flush=True)
     walls, per_task = [], []
     for _ in range(runs):
         run = finished(server, NIGHTLY, trigger(server, NIGHTLY, {}))
@@ -170,7 +183,7 @@ def main() -> None:
         env = {
             "REBALANCE_LAKE": str(lake),
             "REBALANCE_SNAPSHOTS": str(DEMO),
-            "REBALANCE_NIGHTLY_SCHEDULE": "0 0 1 1 *",  # once a year: the bench's triggers are the only runs
+            "REBALANCE_NIGHTLY_SCHEDULE": "0 0 1 1 *",  # once a year: one scheduled run, on unpause
             "REBALANCE_SPARK_MASTER": args.spark_master,
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         }
