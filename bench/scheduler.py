@@ -8,13 +8,17 @@ unpaused (its latest interval, `catchup=False`), which is timed apart; (2) the w
 the API and run to success. Per task it prints min / median / max over the runs of the time between the task's
 upstream ending (for the first task: the run being queued) and the task starting (the scheduler's loop and the
 executor's process start) and of the task's own run (its process: imports, the step, its Spark session when it has
-one). The load average is printed with every figure.
-Run: `python bench/scheduler.py [--runs 3] [--spark-master local[2]]`.
+one). The load average is printed with every figure, and at the end each component's CPU while nothing runs.
+`--idle-sleep S` sets the scheduler's `scheduler_idle_sleep_time` (the deployment's is
+`jobs.airflow.environment.SCHEDULER_IDLE_SLEEP`; Airflow's default 1 s): a loop that found nothing to do sleeps that
+long, so a task waits up to that for the loop that schedules it.
+Run: `python bench/scheduler.py [--runs 3] [--spark-master local[2]] [--idle-sleep S]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -32,6 +36,7 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 from airflow_server import AirflowServer, airflow_server  # noqa: E402
 
 from jobs import pipeline  # noqa: E402
+from jobs.airflow.environment import SCHEDULER_IDLE_SLEEP  # noqa: E402
 from jobs.config import Config  # noqa: E402
 
 DEMO = REPO / "jobs" / "demo" / "data"
@@ -171,10 +176,34 @@ def what_if(server: AirflowServer, runs: int) -> None:
     table(f"{WHAT_IF} (approval waits for the reviewer: its run is not the DAG's)", order_of(server, WHAT_IF), per_task)
 
 
+def idle_cpu(server: AirflowServer, seconds: float = 20.0) -> None:
+    """Each component's CPU over `seconds` with nothing to run (its processes and their children), in cores."""
+    import psutil
+
+    def used() -> dict[str, float]:
+        totals = {}
+        for name, proc in server.processes.items():
+            total = 0.0
+            root = psutil.Process(proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = p.cpu_times()
+                    total += times.user + times.system
+            totals[name] = total
+        return totals
+
+    before = used()
+    time.sleep(seconds)
+    after = used()
+    shares = ", ".join(f"{name} {(after[name] - before[name]) / seconds:.3f}" for name in before)
+    print(f"\nidle, CPU in cores over {seconds:.0f} s: {shares}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument("--idle-sleep", type=float, help="[scheduler] scheduler_idle_sleep_time, seconds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp:
         lake = Path(tmp) / "lake"
@@ -187,14 +216,21 @@ def main() -> None:
             "REBALANCE_SPARK_MASTER": args.spark_master,
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         }
+        if args.idle_sleep is not None:
+            env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] = str(args.idle_sleep)
         with airflow_server(Path(tmp) / "airflow_home", env) as server:
             for dag_id in (NIGHTLY, WHAT_IF):
                 parsed = partial(dag_parsed, server, dag_id)
                 server.wait_for(f"{dag_id} parsed", parsed, 120.0)
                 server.api.patch(f"/api/v2/dags/{dag_id}", json={"is_paused": False}).raise_for_status()
-            print(f"{os.cpu_count()} cores, Spark {args.spark_master}, LocalExecutor (parallelism 2), demo fleet")
+            nap = SCHEDULER_IDLE_SLEEP if args.idle_sleep is None else f"{args.idle_sleep:g}"
+            print(
+                f"{os.cpu_count()} cores, Spark {args.spark_master}, LocalExecutor (parallelism 2), demo fleet, "
+                f"scheduler idle sleep {nap} s"
+            )
             nightly(server, args.runs)
             what_if(server, args.runs)
+            idle_cpu(server)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import httpx
 import psutil
 from processes import stop_tree
 
+from jobs.airflow.environment import SCHEDULER_IDLE_SLEEP
 from jobs.io.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,6 +119,7 @@ def airflow_env(home: Path, port: int, extra: Mapping[str, str] = {}) -> dict[st
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
             "AIRFLOW__CORE__PARALLELISM": "2",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "2",
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": SCHEDULER_IDLE_SLEEP,
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager."

@@ -694,6 +694,14 @@ def test_spark_applications_fit_the_workers(compose):
     assert cores_problems(broken) == ["airflow-scheduler: no spark.cores.max"]
 
 
+def test_the_scheduler_naps_as_long_as_the_local_deployment_does(compose):
+    """The compose scheduler's idle sleep is the one measured for the local deployment and the tests' Airflow."""
+    from jobs.airflow.environment import SCHEDULER_IDLE_SLEEP
+
+    scheduler = env(compose["services"]["airflow-scheduler"])
+    assert scheduler["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == SCHEDULER_IDLE_SLEEP
+
+
 def test_airflow_services_share_the_logs_volume(compose):
     logs = f"{image_env()['AIRFLOW_HOME']}/logs"
     assert volume_problems(compose, "airflow-logs", logs, airflow_services(compose)) == []
