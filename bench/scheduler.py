@@ -18,7 +18,6 @@ Run: `python bench/scheduler.py [--runs 3] [--spark-master local[2]] [--idle-sle
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
@@ -33,7 +32,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
+import psutil  # noqa: E402
 from airflow_server import AirflowServer, airflow_server  # noqa: E402
+from pipeline import sample_tree  # noqa: E402
 
 from jobs import pipeline  # noqa: E402
 from jobs.airflow.environment import SCHEDULER_IDLE_SLEEP  # noqa: E402
@@ -178,18 +179,13 @@ def what_if(server: AirflowServer, runs: int) -> None:
 
 def idle_cpu(server: AirflowServer, seconds: float = 20.0) -> None:
     """Each component's CPU over `seconds` with nothing to run (its processes and their children), in cores."""
-    import psutil
 
     def used() -> dict[str, float]:
         totals = {}
         for name, proc in server.processes.items():
-            total = 0.0
-            root = psutil.Process(proc.pid)
-            for p in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    times = p.cpu_times()
-                    total += times.user + times.system
-            totals[name] = total
+            cpu: dict[int, float] = {}
+            sample_tree(psutil.Process(proc.pid), cpu)
+            totals[name] = sum(cpu.values())
         return totals
 
     before = used()
