@@ -14,7 +14,6 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -83,6 +82,8 @@ def filtered(table: pa.Table, filters: Filters) -> pa.Table:
 
 def _index(table: pa.Table, column: str) -> dict[Any, np.ndarray]:
     """Row numbers per distinct value of `column` (nulls left out: they never equal a lookup value)."""
+    import pandas as pd  # here: a report's worker processes import this module but never index (0.2-0.5 s each)
+
     values = table.column(column).to_pandas()
     return dict(pd.Series(np.arange(len(values))).groupby(values.to_numpy(), sort=False).indices)
 
