@@ -24,7 +24,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
 
-from jobs.io.not_installed import NotInstalled
+from jobs.io.not_installed import ARROW_ONLY, NotInstalled
 from jobs.io.snapshot_pieces import Piece, PieceRows, read_piece
 from jobs.io.worker_process import reap, serve_pipes, start, stop
 from planner.errors import SourceError
@@ -35,9 +35,6 @@ PIECES_AHEAD = 2  # pieces sent to a worker and not yet read: it never waits for
 # A reply pipe's buffer: a piece's reply (a few MB) crosses a 64 KB pipe in dozens of turns of the two processes, each
 # waiting for the scheduler on a busy machine; 1 MB (Linux's default ceiling, /proc/sys/fs/pipe-max-size) takes few.
 PIPE_BYTES = 1 << 20
-# Arrow asks whether a list it converts holds pandas objects by importing pandas on its first conversion (0.2-0.4 s
-# of a worker's CPU, 50 MB): a worker makes no pandas object, so pandas is kept out, as if it were not installed.
-NOT_NEEDED = ("pandas",)
 
 
 class IngestWorkers:
@@ -164,8 +161,8 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), with NOT_NEEDED kept out."""
-    sys.meta_path.insert(0, NotInstalled(NOT_NEEDED))
+    """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), without pandas (`ARROW_ONLY`)."""
+    sys.meta_path.insert(0, NotInstalled(ARROW_ONLY))
     serve_pipes(serve)
 
 

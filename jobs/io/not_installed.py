@@ -8,6 +8,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+# Arrow asks whether a list it converts holds pandas objects by importing pandas on its first conversion (0.2-0.4 s
+# of a process's CPU, 50 MB): worker processes that make no pandas object (ingest's, the report's) keep it out.
+ARROW_ONLY = ("pandas",)
+
 
 class NotInstalled:
     """An import finder that finds `names` (and their submodules) as Python finds a module that is not installed.

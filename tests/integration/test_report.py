@@ -607,6 +607,27 @@ def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_rea
     assert all(p.poll() is not None for p in pool.processes)
 
 
+def test_worker_processes_render_without_pandas(built, tmp_path):
+    # Their imports are the report's start-up on every core: pandas alone was 0.2-0.5 s of each, for nothing.
+    from jobs.report.regroup import regroup
+    from jobs.report.workers import RenderWorkers
+
+    lake, _ = built
+    read = indexed(projected(lake.read_arrow), read_through=BATCHED)
+    found = {(g["group_id"], g["generation_id"]): g for g in lake.read_arrow("generations").to_pylist()}
+    chunks = [[pair] for pair in generations(lake)]
+    (tmp_path / "regrouped").mkdir()
+    regrouped = regroup(streamed(lake.read_batches), [[found[p] for p in c] for c in chunks], tmp_path / "regrouped")
+    for group, _ in generations(lake):
+        (tmp_path / "pages" / folder_name(group)).mkdir(parents=True, exist_ok=True)
+    with RenderWorkers(2) as pool:
+        pages = pool.render(read, regrouped, chunks, tmp_path / "pages", iter(()))
+        mapped = [Path(f"/proc/{p.pid}/maps").read_text() for p in pool.processes]
+    assert len(pages) == len(chunks)
+    assert all("/pyarrow/" in m for m in mapped)  # what a library's import maps, seen
+    assert not any("/pandas/" in m for m in mapped)
+
+
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_a_tables_shares_read_in_turn_are_its_rows_in_order(built, parts):
     lake, _ = built
