@@ -588,17 +588,23 @@ def test_a_page_a_worker_cannot_write_is_the_same_one_line_error(built, tmp_path
     assert said.startswith(f"report pages in {tmp_path}: No space left on device") and "\n" not in said
 
 
-def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_reaped(built, tmp_path):
+def regrouped_by_page(lake: Lake, tmp_path: Path) -> tuple[Any, list[list[tuple[str, int]]], Any]:
+    """What `RenderWorkers.render` takes for a batch per page: the indexed read, the batches, the regrouped tables."""
     from jobs.report.regroup import regroup
-    from jobs.report.workers import RenderWorkers
-    from planner.errors import SourceError
 
-    lake, _ = built
     read = indexed(projected(lake.read_arrow), read_through=BATCHED)
     found = {(g["group_id"], g["generation_id"]): g for g in lake.read_arrow("generations").to_pylist()}
     chunks = [[pair] for pair in generations(lake)]
     (tmp_path / "regrouped").mkdir()
     regrouped = regroup(streamed(lake.read_batches), [[found[p] for p in c] for c in chunks], tmp_path / "regrouped")
+    return read, chunks, regrouped
+
+
+def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_reaped(built, tmp_path):
+    from jobs.report.workers import RenderWorkers
+    from planner.errors import SourceError
+
+    read, chunks, regrouped = regrouped_by_page(built[0], tmp_path)
     with pytest.raises(SourceError) as ended, RenderWorkers(2) as pool:
         pool.processes[1].kill()
         pool.processes[1].wait()
@@ -609,16 +615,10 @@ def test_a_worker_that_dies_fails_the_report_in_one_line_and_every_worker_is_rea
 
 def test_worker_processes_render_without_pandas(built, tmp_path):
     # Their imports are the report's start-up on every core: pandas alone was 0.2-0.5 s of each, for nothing.
-    from jobs.report.regroup import regroup
     from jobs.report.workers import RenderWorkers
 
-    lake, _ = built
-    read = indexed(projected(lake.read_arrow), read_through=BATCHED)
-    found = {(g["group_id"], g["generation_id"]): g for g in lake.read_arrow("generations").to_pylist()}
-    chunks = [[pair] for pair in generations(lake)]
-    (tmp_path / "regrouped").mkdir()
-    regrouped = regroup(streamed(lake.read_batches), [[found[p] for p in c] for c in chunks], tmp_path / "regrouped")
-    for group, _ in generations(lake):
+    read, chunks, regrouped = regrouped_by_page(built[0], tmp_path)
+    for [(group, _)] in chunks:
         (tmp_path / "pages" / folder_name(group)).mkdir(parents=True, exist_ok=True)
     with RenderWorkers(2) as pool:
         pages = pool.render(read, regrouped, chunks, tmp_path / "pages", iter(()))
