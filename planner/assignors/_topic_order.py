@@ -55,6 +55,7 @@ _DEFAULT_CAPACITY = 16  # HashMap.DEFAULT_INITIAL_CAPACITY
 _LOAD_FACTOR = 0.75  # HashMap.DEFAULT_LOAD_FACTOR, BaseHashTable.MAX_LOAD_FACTOR
 _FIBONACCI = np.uint64(-7046029254386353131 % (1 << 64))  # BaseHashTable.findSlot's multiplier
 _MASK32 = np.int64(0xFFFFFFFF)
+_MASK32_U = np.uint64(0xFFFFFFFF)
 
 
 def table_size_for(cap: int) -> int:
@@ -103,14 +104,24 @@ def timeline_capacity(size: int) -> int:
 
 
 def string_hash_codes(strings: tuple[str, ...] | list[str]) -> NDArray[np.int64]:
-    """String.hashCode (s[0]*31^(n-1) + ... over UTF-16 code units, in int arithmetic) as unsigned 32-bit values."""
-    codes = np.empty(len(strings), dtype=np.int64)
-    for i, s in enumerate(strings):
-        h = 0
-        units = s.encode("utf-16-be", "surrogatepass")
-        for j in range(0, len(units), 2):
-            h = (31 * h + (units[j] << 8 | units[j + 1])) & 0xFFFFFFFF
-        codes[i] = h
+    """String.hashCode (s[0]*31^(n-1) + ... over UTF-16 code units, in int arithmetic) as unsigned 32-bit values.
+
+    All strings at once: each code unit times 31 to the power of the units after it in its string, summed per string,
+    all modulo 2^32 (27 member ids of Kafka's shape, client id and UUID: 0.04 ms against 0.37 ms a unit at a time)."""
+    codes = np.zeros(len(strings), dtype=np.int64)
+    encoded = [s.encode("utf-16-be", "surrogatepass") for s in strings]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) // 2
+    if not lengths.any():
+        return codes
+    units = np.frombuffer(b"".join(encoded), dtype=">u2").astype(np.uint64)
+    ends = np.cumsum(lengths)
+    after = np.repeat(ends, lengths) - 1 - np.arange(len(units))  # units after each one in its string
+    # 31^k modulo 2^32: a uint64 product wraps modulo 2^64, which 2^32 divides.
+    powers = np.ones(int(lengths.max()), dtype=np.uint64)
+    powers[1:] = np.cumprod(np.full(len(powers) - 1, 31, dtype=np.uint64)) & _MASK32_U
+    terms = units * powers[after] & _MASK32_U
+    some = lengths > 0
+    codes[some] = (np.add.reduceat(terms, (ends - lengths)[some]) & _MASK32_U).astype(np.int64)
     return codes
 
 

@@ -1,7 +1,10 @@
 """Coordinator lookup: Java String.hashCode, Kafka's Utils.abs, offsets.topic.num.partitions (article A3)."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from planner.assignors._topic_order import string_hash_codes
 from planner.coordinator import (
     DEFAULT_OFFSETS_TOPIC_PARTITIONS,
     coordinator_partition,
@@ -53,3 +56,9 @@ def test_negative_hash_uses_abs_not_mask() -> None:
 def test_rejects_non_positive_partition_count() -> None:
     with pytest.raises(ValueError, match="offsets_topic_partitions"):
         coordinator_partition("g", 0)
+
+
+@given(st.lists(st.text(alphabet=st.characters(codec=None, exclude_categories=())), max_size=8))
+def test_the_assignors_hash_codes_of_many_strings_are_each_ones_string_hash(strings: list[str]) -> None:
+    # planner.assignors._topic_order orders members as the coordinator's hash tables do, from all ids at once.
+    assert string_hash_codes(strings).tolist() == [java_string_hash(s) & 0xFFFFFFFF for s in strings]
