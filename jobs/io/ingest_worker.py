@@ -16,7 +16,6 @@ import fcntl
 import pickle
 import queue
 import subprocess
-import sys
 import threading
 import traceback
 from collections import deque
@@ -24,7 +23,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import IO, Any
 
-from jobs.io.not_installed import ARROW_ONLY, NotInstalled
+from jobs.io.not_installed import ARROW_ONLY
 from jobs.io.snapshot_pieces import Piece, PieceRows, read_piece
 from jobs.io.worker_process import reap, serve_pipes, start, stop
 from planner.errors import SourceError
@@ -162,8 +161,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 def main() -> None:
     """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), without pandas (`ARROW_ONLY`)."""
-    sys.meta_path.insert(0, NotInstalled(ARROW_ONLY))
-    serve_pipes(serve)
+    serve_pipes(serve, kept_out=ARROW_ONLY)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, NoReturn
 
+from jobs.io.not_installed import NotInstalled
+
 
 def start(module: str) -> subprocess.Popen[bytes]:
     """Start `python -m module` with pipes to its stdin and stdout; its stderr is this process's own, so a failure's
@@ -24,11 +26,14 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def serve_pipes(serve: Callable[[IO[bytes], IO[bytes]], None]) -> NoReturn:
+def serve_pipes(serve: Callable[[IO[bytes], IO[bytes]], None], *, kept_out: Sequence[str] = ()) -> NoReturn:
     """Run a worker's `serve` on its stdin and a private copy of its stdout (anything else written to stdout, by a
     library below it, goes to stderr), then end without the interpreter's tear-down: every reply is flushed, and
     freeing the modules would only be time the caller waits for. Ctrl-C is ignored: it reaches the caller's process
-    too, which ends this one."""
+    too, which ends this one. `kept_out`: modules the worker never needs, imported by no one from here on
+    (`jobs.io.not_installed`: e.g. ARROW_ONLY, the pandas Arrow would load)."""
+    if kept_out:
+        sys.meta_path.insert(0, NotInstalled(kept_out))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

@@ -11,14 +11,13 @@ SourceError (its traceback goes to stderr). It ends when its stdin closes.
 from __future__ import annotations
 
 import pickle
-import sys
 import traceback
 from pathlib import Path
 from typing import IO, Any
 
 from deltalake.exceptions import TableNotFoundError
 
-from jobs.io.not_installed import ARROW_ONLY, NotInstalled
+from jobs.io.not_installed import ARROW_ONLY
 from jobs.io.worker_process import serve_pipes
 from jobs.report.reader import Filters
 from jobs.report.regroup import Regrouped
@@ -61,8 +60,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 def main() -> None:
     """Serve on the pipes (`jobs.io.worker_process.serve_pipes`), without pandas (`ARROW_ONLY`)."""
-    sys.meta_path.insert(0, NotInstalled(ARROW_ONLY))
-    serve_pipes(serve)
+    serve_pipes(serve, kept_out=ARROW_ONLY)
 
 
 if __name__ == "__main__":
